@@ -1,0 +1,275 @@
+// Package sse reads and writes Server-Sent Events as the WHATWG HTML
+// standard defines the text/event-stream format (§9.2 "Server-sent
+// events"): lines end in CRLF, LF or CR; "data" lines accumulate; a blank
+// line dispatches; comments start with a colon; one leading space after the
+// colon is dropped; a stream that ends mid-event drops that event.
+//
+// It is used by the LLM providers (vendor streams) and the UAMP binding.
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Event is one dispatched event.
+type Event struct {
+	// Type is the "event" field; empty means the default type "message".
+	Type string
+	// Data is the "data" lines joined by "\n". It is valid only until the
+	// next call to Next.
+	Data []byte
+	// ID is the last event ID seen (it persists across events, as the
+	// standard says).
+	ID string
+	// Retry is the last "retry" value in milliseconds, or -1.
+	Retry int
+}
+
+// ErrTooLarge reports a line or event larger than the decoder's limit.
+var ErrTooLarge = errors.New("sse: event exceeds size limit")
+
+// DefaultMaxEventSize bounds one event's data (and any single line).
+const DefaultMaxEventSize = 16 << 20
+
+// Decoder reads events from a stream.
+type Decoder struct {
+	r        io.Reader
+	buf      []byte // unread input is buf[start:end]
+	start    int
+	end      int
+	eof      bool
+	err      error
+	started  bool
+	afterCR  bool // the previous line ended in CR: skip a following LF
+	max      int
+	data     []byte
+	hasData  bool
+	evType   string
+	lastID   string
+	retry    int
+	sawField bool
+}
+
+// NewDecoder returns a decoder reading r with DefaultMaxEventSize.
+func NewDecoder(r io.Reader) *Decoder {
+	return &Decoder{r: r, buf: make([]byte, 32<<10), max: DefaultMaxEventSize, retry: -1}
+}
+
+// SetMaxEventSize sets the limit on an event's data and on a line.
+func (d *Decoder) SetMaxEventSize(n int) { d.max = n }
+
+// Next returns the next event. At the end of the stream it returns io.EOF;
+// an event not terminated by a blank line before the end is dropped, and
+// Truncated then reports true.
+func (d *Decoder) Next() (Event, error) {
+	for {
+		line, err := d.line()
+		if err != nil {
+			return Event{}, err
+		}
+		if len(line) == 0 {
+			if ev, ok := d.dispatch(); ok {
+				return ev, nil
+			}
+			continue
+		}
+		d.sawField = true
+		if err := d.field(line); err != nil {
+			return Event{}, err
+		}
+	}
+}
+
+// Truncated reports whether the stream ended in the middle of an event.
+func (d *Decoder) Truncated() bool { return d.eof && d.sawField }
+
+func (d *Decoder) dispatch() (Event, bool) {
+	d.sawField = false
+	if !d.hasData {
+		d.evType = ""
+		return Event{}, false
+	}
+	ev := Event{Type: d.evType, Data: d.data, ID: d.lastID, Retry: d.retry}
+	d.data, d.hasData, d.evType = d.data[:0], false, ""
+	return ev, true
+}
+
+func (d *Decoder) field(line []byte) error {
+	if line[0] == ':' {
+		return nil // comment
+	}
+	name, value := line, []byte(nil)
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		name, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch string(name) {
+	case "data":
+		if len(d.data)+len(value)+1 > d.max {
+			return ErrTooLarge
+		}
+		if d.hasData {
+			d.data = append(d.data, '\n')
+		}
+		d.data = append(d.data, value...)
+		d.hasData = true
+	case "event":
+		d.evType = string(value)
+	case "id":
+		if bytes.IndexByte(value, 0) < 0 {
+			d.lastID = string(value)
+		}
+	case "retry":
+		if n, err := strconv.Atoi(string(value)); err == nil && n >= 0 && isDigits(value) {
+			d.retry = n
+		}
+	}
+	return nil
+}
+
+func isDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// line returns the next line without its terminator.
+func (d *Decoder) line() ([]byte, error) {
+	for {
+		window := d.buf[d.start:d.end]
+		if d.afterCR && len(window) > 0 {
+			d.afterCR = false
+			if window[0] == '\n' {
+				d.start++
+				continue
+			}
+		}
+		if !d.started {
+			if len(window) < 3 && !d.eof {
+				if err := d.fill(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			d.started = true
+			if bytes.HasPrefix(window, bom) {
+				d.start += len(bom)
+				continue
+			}
+		}
+		if i := lineEnd(window); i >= 0 {
+			line := window[:i]
+			d.start += i + 1
+			if window[i] == '\r' {
+				d.afterCR = true
+			}
+			return line, nil
+		}
+		if d.eof {
+			if len(window) > 0 { // final line without terminator: not a complete line
+				d.sawField = true
+				d.start = d.end
+			}
+			if d.err != nil {
+				return nil, d.err
+			}
+			return nil, io.EOF
+		}
+		if err := d.fill(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	scope := b
+	if i >= 0 {
+		scope = b[:i]
+	}
+	if j := bytes.IndexByte(scope, '\r'); j >= 0 {
+		return j
+	}
+	return i
+}
+
+func (d *Decoder) fill() error {
+	if d.start > 0 { // slide unread bytes to the front
+		n := copy(d.buf, d.buf[d.start:d.end])
+		d.start, d.end = 0, n
+	}
+	if d.end == len(d.buf) {
+		if len(d.buf) >= d.max+2 {
+			return ErrTooLarge
+		}
+		nb := make([]byte, min(2*len(d.buf), d.max+2))
+		copy(nb, d.buf[:d.end])
+		d.buf = nb
+	}
+	n, err := d.r.Read(d.buf[d.end:])
+	d.end += n
+	if err != nil {
+		d.eof = true
+		if err != io.EOF {
+			d.err = err
+		}
+		return nil
+	}
+	return nil
+}
+
+var bom = []byte("\xEF\xBB\xBF")
+
+// Write formats one event to w. Data containing newlines becomes several
+// data lines; fields with CR or LF in type or id are rejected.
+func Write(w io.Writer, ev Event) error {
+	if strings.ContainsAny(ev.Type, "\r\n") || strings.ContainsAny(ev.ID, "\r\n\x00") {
+		return fmt.Errorf("sse: event type or id contains a line break")
+	}
+	var b bytes.Buffer
+	b.Grow(len(ev.Data) + len(ev.Type) + len(ev.ID) + 32)
+	if ev.ID != "" {
+		b.WriteString("id: ")
+		b.WriteString(ev.ID)
+		b.WriteByte('\n')
+	}
+	if ev.Type != "" {
+		b.WriteString("event: ")
+		b.WriteString(ev.Type)
+		b.WriteByte('\n')
+	}
+	if ev.Retry >= 0 && ev.Retry != 0 {
+		b.WriteString("retry: ")
+		b.WriteString(strconv.Itoa(ev.Retry))
+		b.WriteByte('\n')
+	}
+	data := ev.Data
+	for {
+		i := lineEnd(data)
+		b.WriteString("data: ")
+		if i < 0 {
+			b.Write(data)
+			b.WriteByte('\n')
+			break
+		}
+		b.Write(data[:i])
+		b.WriteByte('\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}

@@ -1,0 +1,318 @@
+// Package wire is the HTTP plumbing the LLM providers share: key
+// resolution, headers, per-attempt and idle timeouts, retries, response
+// size limits and the mapping of HTTP failures to *llm.Error.
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentry-dev/agentry/llm"
+)
+
+// MaxResponseSize bounds a non-streamed response body.
+const MaxResponseSize = 64 << 20
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 1 << 20
+
+var defaultClient = &http.Client{Transport: http.DefaultTransport}
+
+// Client sends one provider's requests.
+type Client struct {
+	Provider       string
+	Config         llm.ProviderConfig
+	DefaultBaseURL string
+	// EnvKeys are the environment variables tried for the key when
+	// Config.APIKey is nil; empty means <PROVIDER>_API_KEY.
+	EnvKeys []string
+	// KeyOptional makes a missing key not an error (local servers).
+	KeyOptional bool
+	// Authorize sets the key on a request (e.g. "Authorization: Bearer").
+	Authorize func(h http.Header, key string)
+	// Headers are the provider's own headers; Config.Headers win over them.
+	Headers map[string]string
+	// ParseError extracts the vendor's message from an error body and may
+	// refine the status-derived code (e.g. context length); nil keeps the
+	// body's first bytes as the message.
+	ParseError func(status int, body []byte) (message string, code llm.ErrorCode)
+}
+
+// URL joins the base URL and path.
+func (c *Client) URL(path string) string {
+	base := c.Config.BaseURL
+	if base == "" {
+		base = c.DefaultBaseURL
+	}
+	return strings.TrimRight(base, "/") + path
+}
+
+// PostJSON posts body as JSON and returns the whole response body, retrying
+// as the configured strategy allows.
+func (c *Client) PostJSON(ctx context.Context, path string, body any) ([]byte, error) {
+	rc, err := c.Open(ctx, http.MethodPost, path, body, false)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, MaxResponseSize+1))
+	if err != nil {
+		return nil, c.readError(ctx, err)
+	}
+	if len(data) > MaxResponseSize {
+		return nil, llm.NewError(llm.InvalidResponse, c.Provider, fmt.Sprintf("response exceeds %d bytes", MaxResponseSize), nil)
+	}
+	return data, nil
+}
+
+// Open sends a request with a JSON body (nil for none) and returns the
+// response body of a 2xx answer. For a stream, the body enforces the idle
+// timeout between reads. Retries cover only getting the response: once the
+// body is returned, no retry happens.
+func (c *Client) Open(ctx context.Context, method, path string, body any, stream bool) (io.ReadCloser, error) {
+	var payload []byte
+	if body != nil {
+		var err error
+		if payload, err = json.Marshal(body); err != nil {
+			return nil, llm.NewError(llm.InvalidRequest, c.Provider, "cannot encode request body", err)
+		}
+	}
+	return llm.DoWithRetry(ctx, c.Config.RetryStrategy, c.Config.RetryAfterMax, c.Provider,
+		func(ctx context.Context) (io.ReadCloser, error) { return c.attempt(ctx, method, path, payload, stream) })
+}
+
+var (
+	errHeaderTimeout = errors.New("no response within the timeout")
+	errIdleTimeout   = errors.New("stream idle longer than the timeout")
+)
+
+func (c *Client) timeout() time.Duration {
+	if c.Config.Timeout > 0 {
+		return c.Config.Timeout
+	}
+	return llm.DefaultTimeout
+}
+
+func (c *Client) attempt(ctx context.Context, method, path string, payload []byte, stream bool) (io.ReadCloser, error) {
+	key, err := llm.ResolveKey(ctx, c.Config.APIKey, c.Provider, c.EnvKeys...)
+	if err != nil && !c.KeyOptional {
+		return nil, err
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	var reqBody io.Reader
+	if payload != nil {
+		reqBody = bytes.NewReader(payload)
+	}
+	req, err := http.NewRequestWithContext(actx, method, c.URL(path), reqBody)
+	if err != nil {
+		cancel(nil)
+		return nil, llm.NewError(llm.InvalidRequest, c.Provider, "invalid request URL", err)
+	}
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	for k, v := range c.Headers {
+		req.Header.Set(k, v)
+	}
+	if key != "" && c.Authorize != nil {
+		c.Authorize(req.Header, key)
+	}
+	for k, v := range c.Config.Headers {
+		req.Header.Set(k, v)
+	}
+	hc := c.Config.HTTPClient
+	if hc == nil {
+		hc = defaultClient
+	}
+	timeout := c.timeout()
+	timer := time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
+	resp, err := hc.Do(req)
+	timer.Stop()
+	if err != nil {
+		cause := context.Cause(actx)
+		cancel(nil)
+		return nil, c.transportError(ctx, cause, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer cancel(nil)
+		defer resp.Body.Close()
+		return nil, c.statusError(resp)
+	}
+	b := &body{rc: resp.Body, cancel: cancel, ctx: actx, provider: c.Provider}
+	if stream {
+		b.idle = time.AfterFunc(timeout, func() { cancel(errIdleTimeout) })
+		b.timeout = timeout
+	}
+	return b, nil
+}
+
+func (c *Client) transportError(ctx context.Context, cause, err error) *llm.Error {
+	switch {
+	case ctx.Err() != nil:
+		return llm.AsError(ctx.Err(), c.Provider, llm.Cancelled)
+	case errors.Is(cause, errHeaderTimeout):
+		return llm.NewError(llm.Timeout, c.Provider, fmt.Sprintf("no response within %s", c.timeout()), err)
+	}
+	return llm.NewError(llm.NetworkError, c.Provider, "request failed", err)
+}
+
+func (c *Client) readError(ctx context.Context, err error) *llm.Error {
+	var e *llm.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if ctx.Err() != nil {
+		return llm.AsError(ctx.Err(), c.Provider, llm.Cancelled)
+	}
+	return llm.NewError(llm.NetworkError, c.Provider, "reading response failed", err)
+}
+
+// ReadError normalizes an error met while reading a response body.
+func (c *Client) ReadError(ctx context.Context, err error) *llm.Error { return c.readError(ctx, err) }
+
+func (c *Client) statusError(resp *http.Response) *llm.Error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	code := llm.CodeForStatus(resp.StatusCode)
+	msg := ""
+	if c.ParseError != nil {
+		var refined llm.ErrorCode
+		msg, refined = c.ParseError(resp.StatusCode, data)
+		if refined != "" {
+			code = refined
+		}
+	}
+	if msg == "" {
+		msg = strings.TrimSpace(string(data))
+		if len(msg) > 500 {
+			msg = msg[:500] + "…"
+		}
+		if msg == "" {
+			msg = http.StatusText(resp.StatusCode)
+		}
+	}
+	e := llm.NewError(code, c.Provider, msg, nil)
+	e.StatusCode = resp.StatusCode
+	e.RetryAfter = RetryAfter(resp.Header, time.Now())
+	return e
+}
+
+// RetryAfter parses a Retry-After header (seconds or HTTP date), also
+// honouring the retry-after-ms header some vendors send. 0 when absent or
+// invalid.
+func RetryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// body is a response body that releases its attempt's context on Close and,
+// for streams, fails with TIMEOUT when no bytes arrive for the timeout.
+type body struct {
+	rc       io.ReadCloser
+	cancel   context.CancelCauseFunc
+	ctx      context.Context
+	provider string
+	idle     *time.Timer
+	timeout  time.Duration
+	once     sync.Once
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if b.idle != nil && n > 0 {
+		b.idle.Reset(b.timeout)
+	}
+	if err != nil && err != io.EOF {
+		if cause := context.Cause(b.ctx); errors.Is(cause, errIdleTimeout) {
+			return n, llm.NewError(llm.Timeout, b.provider, fmt.Sprintf("stream idle for %s", b.timeout), err)
+		}
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	b.once.Do(func() {
+		if b.idle != nil {
+			b.idle.Stop()
+		}
+	})
+	err := b.rc.Close()
+	b.cancel(nil)
+	return err
+}
+
+// Lines reads newline-delimited records (NDJSON), each at most max bytes.
+type Lines struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+// NewLines returns a line reader over r.
+func NewLines(r io.Reader, max int) *Lines {
+	return &Lines{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// ErrLineTooLong reports a record longer than the limit.
+var ErrLineTooLong = errors.New("line exceeds size limit")
+
+// Next returns the next non-blank line (without its CR/LF); io.EOF at the
+// end. A final line without a newline is returned too. The slice is valid
+// until the next call.
+func (l *Lines) Next() ([]byte, error) {
+	for {
+		l.buf = l.buf[:0]
+		for {
+			chunk, err := l.r.ReadSlice('\n')
+			if len(l.buf)+len(chunk) > l.max+2 {
+				return nil, ErrLineTooLong
+			}
+			l.buf = append(l.buf, chunk...)
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil && err != io.EOF {
+				return nil, err
+			}
+			if err == io.EOF && len(l.buf) == 0 {
+				return nil, io.EOF
+			}
+			break
+		}
+		line := bytes.TrimRight(l.buf, "\r\n")
+		if len(bytes.TrimSpace(line)) > 0 {
+			return line, nil
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync/atomic"
+)
+
+// KeyStrategy supplies an API key for each request (UPP-1.3 §4.2).
+// Implementations are called concurrently. None of the strategies here ever
+// prints a key: their String, GoString and LogValue methods redact it.
+type KeyStrategy interface {
+	Key(ctx context.Context) (string, error)
+}
+
+const redacted = "[REDACTED]"
+
+// StaticKey is a single fixed key.
+type StaticKey string
+
+// Key returns the key.
+func (k StaticKey) Key(context.Context) (string, error) { return string(k), nil }
+
+// String redacts the key.
+func (StaticKey) String() string { return redacted }
+
+// GoString redacts the key.
+func (StaticKey) GoString() string { return redacted }
+
+// LogValue redacts the key.
+func (StaticKey) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// KeyFunc computes a key per request (UPP's DynamicKey and function keys).
+type KeyFunc func(ctx context.Context) (string, error)
+
+// Key calls f.
+func (f KeyFunc) Key(ctx context.Context) (string, error) { return f(ctx) }
+
+// RoundRobinKeys cycles through its keys in order.
+type RoundRobinKeys struct {
+	keys []string
+	next atomic.Uint64
+}
+
+// NewRoundRobinKeys returns a strategy cycling through keys.
+func NewRoundRobinKeys(keys ...string) *RoundRobinKeys {
+	return &RoundRobinKeys{keys: append([]string(nil), keys...)}
+}
+
+// Key returns the next key.
+func (r *RoundRobinKeys) Key(context.Context) (string, error) {
+	if len(r.keys) == 0 {
+		return "", errors.New("no keys configured")
+	}
+	i := r.next.Add(1) - 1
+	return r.keys[i%uint64(len(r.keys))], nil
+}
+
+// String redacts the keys.
+func (r *RoundRobinKeys) String() string { return redacted }
+
+// LogValue redacts the keys.
+func (r *RoundRobinKeys) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// WeightedKey is one entry of WeightedKeys.
+type WeightedKey struct {
+	Key    string
+	Weight float64
+}
+
+// WeightedKeys picks a key at random in proportion to its weight.
+type WeightedKeys []WeightedKey
+
+// Key returns a random key.
+func (w WeightedKeys) Key(context.Context) (string, error) {
+	var total float64
+	for _, e := range w {
+		if e.Weight > 0 {
+			total += e.Weight
+		}
+	}
+	if total <= 0 {
+		return "", errors.New("no keys with positive weight configured")
+	}
+	x := rand.Float64() * total
+	for _, e := range w {
+		if e.Weight <= 0 {
+			continue
+		}
+		if x < e.Weight {
+			return e.Key, nil
+		}
+		x -= e.Weight
+	}
+	for i := len(w) - 1; i >= 0; i-- { // rounding: last positive entry
+		if w[i].Weight > 0 {
+			return w[i].Key, nil
+		}
+	}
+	return "", errors.New("no keys configured")
+}
+
+// String redacts the keys.
+func (WeightedKeys) String() string { return redacted }
+
+// GoString redacts the keys.
+func (WeightedKeys) GoString() string { return redacted }
+
+// LogValue redacts the keys.
+func (WeightedKeys) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// EnvKeyName returns the environment variable a provider's key is read from
+// when no KeyStrategy is configured: <PROVIDER>_API_KEY, upper-cased, with
+// non-alphanumerics turned into underscores.
+func EnvKeyName(provider string) string {
+	var b strings.Builder
+	for _, r := range strings.ToUpper(provider) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String() + "_API_KEY"
+}
+
+// ResolveKey returns the key for one request: from the strategy when set,
+// else from the environment variables named (default: EnvKeyName(provider)).
+// A missing or empty key is AUTHENTICATION_FAILED; the error never contains
+// a key.
+func ResolveKey(ctx context.Context, strategy KeyStrategy, provider string, envNames ...string) (string, error) {
+	if strategy != nil {
+		k, err := strategy.Key(ctx)
+		if err != nil {
+			return "", NewError(AuthenticationFailed, provider, "API key strategy failed", err)
+		}
+		if k == "" {
+			return "", NewError(AuthenticationFailed, provider, "API key strategy returned an empty key", nil)
+		}
+		return k, nil
+	}
+	if len(envNames) == 0 {
+		envNames = []string{EnvKeyName(provider)}
+	}
+	for _, name := range envNames {
+		if k := os.Getenv(name); k != "" {
+			return k, nil
+		}
+	}
+	return "", NewError(AuthenticationFailed, provider,
+		"no API key: set "+strings.Join(envNames, " or ")+" or ProviderConfig.APIKey", nil)
+}

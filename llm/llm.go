@@ -1,0 +1,442 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// LLMOptions configures an LLMInstance (UPP-1.3 §5.2).
+type LLMOptions struct {
+	// Model is required: a provider's Model function returns one.
+	Model ModelReference
+	// Config overlays Model.Config; headers are merged, Config's winning.
+	Config ProviderConfig
+	// Params are copied verbatim into the vendor request body; UPP adds no
+	// defaults (Anthropic's max_tokens, for one, must come from here).
+	Params map[string]any
+	// System is the system prompt. For a provider-native system value
+	// (e.g. Anthropic blocks with cache_control) leave it empty and put the
+	// value in Params["system"].
+	System string
+	Tools  []Tool
+	// ToolStrategy customizes the tool loop; nil means UPP's defaults
+	// (at most 10 tool rounds).
+	ToolStrategy *ToolUseStrategy
+	// Structure requests structured output conforming to this JSON Schema;
+	// the parsed value is returned in Turn.Data.
+	Structure Schema
+	// Middleware wraps every call (UPP-1.3 §10).
+	Middleware []Middleware
+}
+
+// LLMInstance is a configured model (UPP-1.3 §5.3). It is safe for
+// concurrent use.
+type LLMInstance struct {
+	opts     LLMOptions
+	provider string
+	handler  Handler
+	caps     LLMCapabilities
+	config   ProviderConfig
+	tools    map[string]*Tool
+}
+
+// LLM binds opts.Model and checks the options against the provider's
+// capabilities: structured output, tools and tool names are checked here,
+// media per request. Failures are INVALID_REQUEST.
+func LLM(opts LLMOptions) (*LLMInstance, error) {
+	if opts.Model.Provider == nil {
+		return nil, NewError(InvalidRequest, "", "LLMOptions.Model has no provider", nil)
+	}
+	name := opts.Model.Provider.Name()
+	lp, ok := opts.Model.Provider.(LLMProvider)
+	if !ok {
+		return nil, NewError(InvalidRequest, name, fmt.Sprintf("provider %q does not support the llm modality", name), nil)
+	}
+	h, err := lp.LLMHandler(opts.Model)
+	if err != nil {
+		return nil, AsError(err, name, InvalidRequest)
+	}
+	caps := h.Capabilities()
+	if opts.Structure != nil && !caps.StructuredOutput {
+		return nil, NewError(InvalidRequest, name, fmt.Sprintf("provider %q does not support structured output", name), nil)
+	}
+	if len(opts.Tools) > 0 && !caps.Tools {
+		return nil, NewError(InvalidRequest, name, fmt.Sprintf("provider %q does not support tools", name), nil)
+	}
+	tools := make(map[string]*Tool, len(opts.Tools))
+	for i := range opts.Tools {
+		t := &opts.Tools[i]
+		switch {
+		case t.Name == "":
+			return nil, NewError(InvalidRequest, name, fmt.Sprintf("tool %d has no name", i), nil)
+		case t.Run == nil:
+			return nil, NewError(InvalidRequest, name, fmt.Sprintf("tool %q has no Run function", t.Name), nil)
+		case tools[t.Name] != nil:
+			return nil, NewError(InvalidRequest, name, fmt.Sprintf("tool name %q is not unique", t.Name), nil)
+		}
+		tools[t.Name] = t
+	}
+	if opts.ToolStrategy != nil && opts.ToolStrategy.MaxIterations < 0 {
+		return nil, NewError(InvalidRequest, name, "ToolStrategy.MaxIterations is negative", nil)
+	}
+	var base ProviderConfig
+	if opts.Model.Config != nil {
+		base = *opts.Model.Config
+	}
+	return &LLMInstance{
+		opts: opts, provider: name, handler: h, caps: caps,
+		config: base.merge(opts.Config), tools: tools,
+	}, nil
+}
+
+// Model returns the bound model reference.
+func (l *LLMInstance) Model() ModelReference { return l.opts.Model }
+
+// Capabilities returns the provider API's capabilities.
+func (l *LLMInstance) Capabilities() LLMCapabilities { return l.caps }
+
+// Options returns the options the instance was created with.
+func (l *LLMInstance) Options() LLMOptions { return l.opts }
+
+// Generate runs inference to completion, executing tool calls in a loop
+// (UPP-1.3 §5.5). history is the conversation so far (nil for none); inputs
+// are the new messages: a ContentBlock becomes a UserMessage, a Message is
+// sent as is. Errors are *Error.
+func (l *LLMInstance) Generate(ctx context.Context, history []Message, inputs ...Input) (*Turn, error) {
+	return l.run(ctx, history, inputs, nil)
+}
+
+// Stream runs inference like Generate, streaming events (UPP-1.3 §9).
+// Nothing happens until the result's Events or Turn is called; any error,
+// including a provider that cannot stream, is reported there.
+func (l *LLMInstance) Stream(ctx context.Context, history []Message, inputs ...Input) *StreamResult {
+	if !l.caps.Streaming {
+		return failedStream(ctx, NewError(InvalidRequest, l.provider, fmt.Sprintf("provider %q does not support streaming", l.provider), nil))
+	}
+	return newStreamResult(ctx, func(ctx context.Context, emit func(StreamEvent)) (*Turn, error) {
+		return l.run(ctx, history, inputs, emit)
+	})
+}
+
+// toMessages converts inputs to messages (UPP-1.3 §5.3).
+func toMessages(inputs []Input) ([]Message, error) {
+	out := make([]Message, 0, len(inputs))
+	for _, in := range inputs {
+		switch v := in.(type) {
+		case Message:
+			if v == nil || isNilMessage(v) {
+				return nil, fmt.Errorf("nil message input")
+			}
+			out = append(out, v)
+		case ContentBlock:
+			out = append(out, NewUserMessage(v))
+		case nil:
+			return nil, fmt.Errorf("nil input")
+		default:
+			return nil, fmt.Errorf("unsupported input %T", in)
+		}
+	}
+	return out, nil
+}
+
+func isNilMessage(m Message) bool {
+	switch v := m.(type) {
+	case *UserMessage:
+		return v == nil
+	case *AssistantMessage:
+		return v == nil
+	case *ToolResultMessage:
+		return v == nil
+	}
+	return false
+}
+
+// checkMedia rejects user media the provider API cannot take.
+func (l *LLMInstance) checkMedia(msgs []Message) error {
+	for _, m := range msgs {
+		u, ok := m.(*UserMessage)
+		if !ok {
+			continue
+		}
+		for _, b := range u.Content {
+			var kind string
+			switch b.(type) {
+			case ImageBlock:
+				if !l.caps.ImageInput {
+					kind = "image"
+				}
+			case DocumentBlock:
+				if !l.caps.DocumentInput {
+					kind = "document"
+				}
+			case AudioBlock:
+				if !l.caps.AudioInput {
+					kind = "audio"
+				}
+			case VideoBlock:
+				if !l.caps.VideoInput {
+					kind = "video"
+				}
+			}
+			if kind != "" {
+				return NewError(InvalidRequest, l.provider, fmt.Sprintf("provider %q does not support %s input", l.provider, kind), nil)
+			}
+		}
+	}
+	return nil
+}
+
+func (l *LLMInstance) fail(err error) *Error { return AsError(err, l.provider, ProviderError) }
+
+// run is the tool loop shared by Generate (emit == nil) and Stream.
+func (l *LLMInstance) run(ctx context.Context, history []Message, inputs []Input, emit func(StreamEvent)) (turn *Turn, err error) {
+	mw := newMiddlewareRun(l, emit != nil)
+	defer func() {
+		if err != nil {
+			mw.onError(ctx, err)
+		}
+	}()
+
+	newMsgs, err := toMessages(inputs)
+	if err != nil {
+		return nil, NewError(InvalidRequest, l.provider, err.Error(), nil)
+	}
+	if len(history)+len(newMsgs) == 0 {
+		return nil, NewError(InvalidRequest, l.provider, "no input messages", nil)
+	}
+	for _, m := range history {
+		if m == nil || isNilMessage(m) {
+			return nil, NewError(InvalidRequest, l.provider, "nil message in history", nil)
+		}
+	}
+	if err := l.checkMedia(history); err != nil {
+		return nil, err
+	}
+	if err := l.checkMedia(newMsgs); err != nil {
+		return nil, err
+	}
+	if err := mw.start(ctx); err != nil {
+		return nil, l.fail(err)
+	}
+	if emit != nil {
+		emit = mw.wrapEmit(ctx, emit)
+	}
+
+	all := make([]Message, 0, len(history)+len(newMsgs)+4)
+	all = append(append(all, history...), newMsgs...)
+	maxRounds := l.opts.ToolStrategy.maxIterations()
+	var (
+		usages     []TokenUsage
+		executions []ToolExecution
+		data       any
+		rounds     int
+		response   *AssistantMessage
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, l.fail(err)
+		}
+		req := &Request{
+			ModelID: l.opts.Model.ModelID, Messages: all, System: l.opts.System,
+			Params: l.opts.Params, Tools: l.opts.Tools, Structure: l.opts.Structure, Config: l.config,
+		}
+		if err := mw.request(ctx, req); err != nil {
+			return nil, l.fail(err)
+		}
+		var resp *Response
+		if emit == nil {
+			resp, err = l.handler.Complete(ctx, req)
+		} else {
+			resp, err = l.handler.Stream(ctx, req, emit)
+		}
+		if err != nil {
+			if ctx.Err() != nil { // the provider's view of a cancellation may vary
+				return nil, l.fail(errors.Join(ctx.Err(), err))
+			}
+			return nil, l.fail(err)
+		}
+		if resp == nil || resp.Message == nil {
+			return nil, NewError(InvalidResponse, l.provider, "provider returned no message", nil)
+		}
+		if err := mw.response(ctx, resp); err != nil {
+			return nil, l.fail(err)
+		}
+		response = resp.Message
+		usages = append(usages, resp.Usage)
+		all = append(all, resp.Message)
+		if resp.Data != nil {
+			data = resp.Data
+		}
+		if !resp.Message.HasToolCalls() || len(l.tools) == 0 || resp.Data != nil {
+			break
+		}
+		if rounds >= maxRounds {
+			if h := l.opts.ToolStrategy; h != nil && h.OnMaxIterations != nil {
+				h.OnMaxIterations(ctx, maxRounds)
+			}
+			return nil, NewError(InvalidRequest, l.provider, fmt.Sprintf("tool execution exceeded maximum iterations (%d)", maxRounds), nil)
+		}
+		results := l.executeTools(ctx, resp.Message.ToolCalls, &executions, emit, mw)
+		if err := ctx.Err(); err != nil {
+			return nil, l.fail(err)
+		}
+		rounds++
+		all = append(all, NewToolResultMessage(results))
+	}
+
+	turn = &Turn{
+		Messages:       all[len(history):len(all):len(all)],
+		Response:       response,
+		ToolExecutions: executions,
+		Usage:          aggregate(usages),
+		Cycles:         len(usages),
+	}
+	if l.opts.Structure != nil {
+		turn.Data = data
+	}
+	if err := mw.end(ctx, turn); err != nil {
+		return nil, l.fail(err)
+	}
+	return turn, nil
+}
+
+// Result texts sent to the model for calls that did not run normally.
+const (
+	msgSkipped = "Tool execution skipped"
+	msgDenied  = "Tool execution denied by approval handler"
+)
+
+// executeTools runs one round's calls concurrently and returns their
+// results in call order; executions are appended in completion order.
+func (l *LLMInstance) executeTools(ctx context.Context, calls []ToolCall, executions *[]ToolExecution, emit func(StreamEvent), mw *middlewareRun) []ToolResult {
+	results := make([]ToolResult, len(calls))
+	var mu sync.Mutex
+	record := func(x ToolExecution) {
+		mu.Lock()
+		*executions = append(*executions, x)
+		mu.Unlock()
+	}
+	if len(calls) == 1 {
+		results[0] = l.executeTool(ctx, 0, calls[0], record, emit, mw)
+		return results
+	}
+	var wg sync.WaitGroup
+	for i, call := range calls {
+		wg.Go(func() { results[i] = l.executeTool(ctx, i, call, record, emit, mw) })
+	}
+	wg.Wait()
+	return results
+}
+
+func (l *LLMInstance) executeTool(ctx context.Context, index int, call ToolCall, record func(ToolExecution), emit func(StreamEvent), mw *middlewareRun) ToolResult {
+	tool := l.tools[call.ToolName]
+	if tool == nil {
+		return ToolResult{ToolCallID: call.ToolCallID, Result: fmt.Sprintf("Tool '%s' not found", call.ToolName), IsError: true}
+	}
+	if ctx.Err() != nil { // aborted: pending calls are skipped
+		return ToolResult{ToolCallID: call.ToolCallID, Result: "Tool execution cancelled", IsError: true}
+	}
+	strategy := l.opts.ToolStrategy
+	start := time.Now()
+	if emit != nil {
+		emit(StreamEvent{Type: ToolExecutionStart, Index: index, Delta: EventDelta{ToolCallID: call.ToolCallID, ToolName: tool.Name, Timestamp: start}})
+	}
+	finish := func(x ToolExecution, recorded bool) ToolResult {
+		res := ToolResult{ToolCallID: call.ToolCallID, Result: x.Result, IsError: x.IsError}
+		if recorded {
+			record(x)
+		}
+		mw.toolResult(ctx, tool, res)
+		if emit != nil {
+			emit(StreamEvent{Type: ToolExecutionEnd, Index: index, Delta: EventDelta{
+				ToolCallID: call.ToolCallID, ToolName: tool.Name, Result: x.Result, IsError: x.IsError, Timestamp: time.Now(),
+			}})
+		}
+		return res
+	}
+	exec := ToolExecution{ToolName: tool.Name, ToolCallID: call.ToolCallID, Arguments: call.Arguments}
+
+	mw.toolCall(ctx, tool, exec.Arguments)
+	if strategy != nil && strategy.OnToolCall != nil {
+		strategy.OnToolCall(ctx, tool, exec.Arguments)
+	}
+	if strategy != nil && strategy.OnBeforeCall != nil {
+		d := strategy.OnBeforeCall(ctx, tool, exec.Arguments)
+		if !d.Proceed {
+			exec.Result, exec.IsError = msgSkipped, true
+			return finish(exec, false)
+		}
+		if d.Arguments != nil {
+			exec.Arguments = d.Arguments
+		}
+	}
+	if exec.Arguments == nil && call.RawArguments != "" {
+		exec.Result, exec.IsError = fmt.Sprintf("Invalid arguments for tool '%s': expected a JSON object, got %s", tool.Name, truncate(call.RawArguments, 200)), true
+		exec.Duration = time.Since(start)
+		return finish(exec, true)
+	}
+	if exec.Arguments == nil {
+		exec.Arguments = map[string]any{}
+	}
+	tctx := context.WithValue(ctx, toolCallKey{}, call)
+	if tool.Approval != nil {
+		ok, err := guard(func() (bool, error) { return tool.Approval(tctx, exec.Arguments) })
+		exec.Approved = &ok
+		if !ok || err != nil {
+			f := false
+			exec.Approved = &f
+			exec.Result, exec.IsError = msgDenied, true
+			if err != nil {
+				exec.Result = msgDenied + ": " + err.Error()
+			}
+			exec.Duration = time.Since(start)
+			return finish(exec, true)
+		}
+	}
+	result, err := guard(func() (any, error) { return tool.Run(tctx, exec.Arguments) })
+	exec.Duration = time.Since(start)
+	if err != nil {
+		if strategy != nil && strategy.OnError != nil {
+			strategy.OnError(ctx, tool, exec.Arguments, err)
+		}
+		exec.Result, exec.IsError = err.Error(), true
+		return finish(exec, true)
+	}
+	if strategy != nil && strategy.OnAfterCall != nil {
+		if r, replace := strategy.OnAfterCall(ctx, tool, exec.Arguments, result); replace {
+			result = r
+		}
+	}
+	exec.Result = result
+	return finish(exec, true)
+}
+
+// PanicError is the error a tool (or approval handler) that panicked
+// returns; the model receives its message as an error result.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (p *PanicError) Error() string { return fmt.Sprintf("tool panicked: %v", p.Value) }
+
+// guard runs f, turning a panic into a *PanicError.
+func guard[T any](f func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return f()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,223 @@
+package llm
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// RetryStrategy decides whether and when a failed request is retried
+// (UPP-1.3 §4.3). It is consulted only for retryable codes
+// (ErrorCode.Retryable): RATE_LIMITED, NETWORK_ERROR, TIMEOUT and
+// PROVIDER_ERROR. A nil strategy never retries.
+//
+// A strategy value may be shared by many concurrent requests.
+type RetryStrategy interface {
+	// OnRetry is called after failed attempt number attempt (1 for the
+	// first); it returns the delay before the next attempt, or retry=false
+	// to give up and return err.
+	OnRetry(err *Error, attempt int) (delay time.Duration, retry bool)
+}
+
+// RequestGate is an optional interface of a RetryStrategy: BeforeRequest is
+// called before every attempt and returns how long to wait first (token
+// buckets use it to pace requests).
+type RequestGate interface {
+	BeforeRequest() time.Duration
+}
+
+// Resetter is an optional interface of a RetryStrategy: Reset is called
+// after a request succeeds.
+type Resetter interface {
+	Reset()
+}
+
+// NoRetry never retries.
+type NoRetry struct{}
+
+// OnRetry returns false.
+func (NoRetry) OnRetry(*Error, int) (time.Duration, bool) { return 0, false }
+
+// ExponentialBackoff retries with exponentially growing, jittered delays:
+// attempt n waits BaseDelay·2^(n-1), capped at MaxDelay, times a random
+// factor in [0.5, 1) unless NoJitter. A longer Retry-After from the provider
+// wins. The zero value is UPP's default: 3 retries, 1 s base, 30 s cap.
+type ExponentialBackoff struct {
+	MaxRetries int           // 0 means 3
+	BaseDelay  time.Duration // 0 means 1 s
+	MaxDelay   time.Duration // 0 means 30 s
+	NoJitter   bool
+}
+
+// OnRetry implements RetryStrategy.
+func (b ExponentialBackoff) OnRetry(err *Error, attempt int) (time.Duration, bool) {
+	if attempt > orDefault(b.MaxRetries, 3) {
+		return 0, false
+	}
+	base, maxd := orDefault(b.BaseDelay, time.Second), orDefault(b.MaxDelay, 30*time.Second)
+	d := base
+	for i := 1; i < attempt && d < maxd; i++ {
+		d *= 2
+	}
+	d = min(d, maxd)
+	if !b.NoJitter {
+		d = time.Duration(float64(d) * (0.5 + rand.Float64()*0.5))
+	}
+	return max(d, err.RetryAfter), true
+}
+
+// LinearBackoff retries after Delay·attempt (a longer Retry-After wins).
+// The zero value retries 3 times starting at 1 s.
+type LinearBackoff struct {
+	MaxRetries int           // 0 means 3
+	Delay      time.Duration // 0 means 1 s
+}
+
+// OnRetry implements RetryStrategy.
+func (b LinearBackoff) OnRetry(err *Error, attempt int) (time.Duration, bool) {
+	if attempt > orDefault(b.MaxRetries, 3) {
+		return 0, false
+	}
+	return max(orDefault(b.Delay, time.Second)*time.Duration(attempt), err.RetryAfter), true
+}
+
+// RetryAfter retries only when the provider said when (Retry-After), waiting
+// exactly that long; without it, Fallback is used when set, else it gives up.
+type RetryAfter struct {
+	MaxRetries int // 0 means 3
+	Fallback   time.Duration
+}
+
+// OnRetry implements RetryStrategy.
+func (b RetryAfter) OnRetry(err *Error, attempt int) (time.Duration, bool) {
+	if attempt > orDefault(b.MaxRetries, 3) {
+		return 0, false
+	}
+	if err.RetryAfter > 0 {
+		return err.RetryAfter, true
+	}
+	return b.Fallback, b.Fallback > 0
+}
+
+// TokenBucket paces requests: each attempt takes a token, tokens refill at
+// Rate per second up to Capacity, and an attempt with no token waits for
+// one. Failures are retried up to MaxRetries times after the provider's
+// Retry-After, else after one token interval. Create it with NewTokenBucket;
+// it is safe for concurrent use.
+type TokenBucket struct {
+	capacity   float64
+	rate       float64
+	maxRetries int
+	mu         sync.Mutex
+	tokens     float64
+	last       time.Time
+	now        func() time.Time
+}
+
+// NewTokenBucket returns a full bucket of capacity tokens refilled at rate
+// tokens per second, retrying failures up to maxRetries times.
+func NewTokenBucket(capacity int, rate float64, maxRetries int) *TokenBucket {
+	if capacity < 1 {
+		capacity = 1
+	}
+	if rate <= 0 {
+		rate = 1
+	}
+	return &TokenBucket{capacity: float64(capacity), rate: rate, maxRetries: maxRetries,
+		tokens: float64(capacity), now: time.Now}
+}
+
+// BeforeRequest takes a token, returning how long to wait for it.
+func (t *TokenBucket) BeforeRequest() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	if !t.last.IsZero() {
+		t.tokens = min(t.capacity, t.tokens+now.Sub(t.last).Seconds()*t.rate)
+	}
+	t.last = now
+	t.tokens--
+	if t.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-t.tokens / t.rate * float64(time.Second))
+}
+
+// OnRetry implements RetryStrategy.
+func (t *TokenBucket) OnRetry(err *Error, attempt int) (time.Duration, bool) {
+	if attempt > t.maxRetries {
+		return 0, false
+	}
+	return max(err.RetryAfter, time.Duration(float64(time.Second)/t.rate)), true
+}
+
+// Reset refills the bucket.
+func (t *TokenBucket) Reset() {
+	t.mu.Lock()
+	t.tokens, t.last = t.capacity, time.Time{}
+	t.mu.Unlock()
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// DoWithRetry runs attempt until it succeeds, fails with a non-retryable
+// error, or strategy gives up. Errors are normalized to *Error attributed
+// to provider. The provider's RetryAfter is capped at retryAfterMax (0
+// means 1 hour). Waits end early, with CANCELLED or TIMEOUT, when ctx ends.
+// Provider packages use it around each HTTP attempt.
+func DoWithRetry[T any](ctx context.Context, strategy RetryStrategy, retryAfterMax time.Duration, provider string, attempt func(ctx context.Context) (T, error)) (T, error) {
+	retryAfterMax = orDefault(retryAfterMax, time.Hour)
+	gate, _ := strategy.(RequestGate)
+	for n := 1; ; n++ {
+		if gate != nil {
+			if err := sleep(ctx, gate.BeforeRequest()); err != nil {
+				var zero T
+				return zero, AsError(err, provider, Cancelled)
+			}
+		}
+		v, err := attempt(ctx)
+		if err == nil {
+			if r, ok := strategy.(Resetter); ok {
+				r.Reset()
+			}
+			return v, nil
+		}
+		e := AsError(err, provider, ProviderError)
+		if ctx.Err() != nil || strategy == nil || !e.Code.Retryable() {
+			return v, e
+		}
+		if e.RetryAfter > retryAfterMax {
+			e.RetryAfter = retryAfterMax
+		}
+		delay, retry := strategy.OnRetry(e, n)
+		if !retry {
+			return v, e
+		}
+		if err := sleep(ctx, delay); err != nil {
+			ce := AsError(err, provider, Cancelled)
+			ce.Message += " while waiting to retry after: " + e.Error()
+			return v, ce
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

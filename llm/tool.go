@@ -1,0 +1,160 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Schema is a JSON Schema document, as a decoded JSON object. It describes
+// tool parameters and structured output. UPP does not validate against it
+// (UPP-1.3 §1.6): it is a contract sent to the model.
+type Schema map[string]any
+
+// ParseSchema decodes a JSON Schema given as JSON text; it must be an object.
+func ParseSchema(s string) (Schema, error) {
+	var v Schema
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return nil, fmt.Errorf("llm: schema: %w", err)
+	}
+	if v == nil {
+		return nil, fmt.Errorf("llm: schema: not an object")
+	}
+	return v, nil
+}
+
+// MustSchema is ParseSchema that panics on error, for package-level schemas.
+func MustSchema(s string) Schema {
+	v, err := ParseSchema(s)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// Tool is a function the model may call (UPP-1.3 §11.1).
+//
+// Run receives the arguments exactly as the model sent them: the loop does
+// not validate them against Parameters, so treat them as untrusted input.
+// Run is called concurrently with the other calls of the same round, and
+// must return when ctx is cancelled (streams are aborted through ctx).
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  Schema
+	Run         func(ctx context.Context, args map[string]any) (any, error)
+	// Approval, when set, is asked before every call; false or an error
+	// denies the call and the model receives an error result.
+	Approval func(ctx context.Context, args map[string]any) (bool, error)
+	// Metadata holds provider-namespaced tool options (e.g.
+	// Metadata["anthropic"] = {"cache_control": …}); other layers keep their
+	// own keys here too ("uap" for sub-agent scheduling).
+	Metadata map[string]any
+}
+
+// NewTool returns a Tool whose Run decodes the arguments into Args (through
+// JSON, so struct tags apply) before calling fn. A decoding failure becomes
+// an error result for the model, never a panic.
+func NewTool[Args any](name, description string, parameters Schema, fn func(ctx context.Context, args Args) (any, error)) Tool {
+	return Tool{
+		Name:        name,
+		Description: description,
+		Parameters:  parameters,
+		Run: func(ctx context.Context, raw map[string]any) (any, error) {
+			var args Args
+			b, err := json.Marshal(raw)
+			if err == nil {
+				err = json.Unmarshal(b, &args)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("invalid arguments for %s: %v", name, err)
+			}
+			return fn(ctx, args)
+		},
+	}
+}
+
+// ToolCall is a call requested by the model.
+type ToolCall struct {
+	ToolCallID string
+	ToolName   string
+	Arguments  map[string]any
+	// RawArguments holds the model's argument text when it was not a JSON
+	// object (Arguments is then nil). The loop answers such a call with an
+	// error result instead of running the tool. Empty otherwise.
+	RawArguments string
+}
+
+// ToolResult is the outcome of one call, sent back to the model.
+type ToolResult struct {
+	ToolCallID string
+	Result     any
+	IsError    bool
+}
+
+// ToolExecution records one executed (or denied) call (UPP-1.3 §7.3).
+type ToolExecution struct {
+	ToolName   string
+	ToolCallID string
+	Arguments  map[string]any
+	Result     any
+	IsError    bool
+	Duration   time.Duration
+	// Approved is nil when the tool has no approval handler.
+	Approved *bool
+}
+
+// Infinity as MaxIterations removes the limit on tool rounds. It is distinct
+// from the zero value, which selects the UPP default of 10.
+const Infinity = math.MaxInt
+
+// DefaultMaxIterations is UPP's default limit on tool rounds.
+const DefaultMaxIterations = 10
+
+// BeforeCall is what OnBeforeCall decides: Proceed false skips the call (the
+// model receives "Tool execution skipped"); a non-nil Arguments replaces the
+// arguments the tool runs with.
+type BeforeCall struct {
+	Proceed   bool
+	Arguments map[string]any
+}
+
+// ToolUseStrategy customizes the tool loop (UPP-1.3 §11.3). Every field is
+// optional. The hooks are called concurrently for the calls of one round.
+type ToolUseStrategy struct {
+	// MaxIterations limits tool rounds: when the model still asks for tools
+	// after MaxIterations rounds, OnMaxIterations is called and the
+	// generation fails with INVALID_REQUEST. 0 means 10; use Infinity for no
+	// limit.
+	MaxIterations int
+	// OnToolCall observes each call of a known tool before anything else.
+	OnToolCall func(ctx context.Context, tool *Tool, args map[string]any)
+	// OnBeforeCall may skip a call or rewrite its arguments.
+	OnBeforeCall func(ctx context.Context, tool *Tool, args map[string]any) BeforeCall
+	// OnAfterCall may replace a successful result: returning replace=true
+	// sends result instead.
+	OnAfterCall func(ctx context.Context, tool *Tool, args map[string]any, result any) (newResult any, replace bool)
+	// OnError observes a failing call (error or panic).
+	OnError func(ctx context.Context, tool *Tool, args map[string]any, err error)
+	// OnMaxIterations is called once when the limit is hit, before the error.
+	OnMaxIterations func(ctx context.Context, maxIterations int)
+}
+
+func (s *ToolUseStrategy) maxIterations() int {
+	if s == nil || s.MaxIterations == 0 {
+		return DefaultMaxIterations
+	}
+	return s.MaxIterations
+}
+
+// toolCallKey is the context key under which the loop puts the current call.
+type toolCallKey struct{}
+
+// ToolCallFrom returns the call a tool's Run is executing, as the model sent
+// it (the ID is the provider's). ok is false outside a tool call.
+func ToolCallFrom(ctx context.Context) (call ToolCall, ok bool) {
+	c, ok := ctx.Value(toolCallKey{}).(ToolCall)
+	return c, ok
+}
