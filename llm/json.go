@@ -446,12 +446,12 @@ func (x *ToolExecution) UnmarshalJSON(data []byte) error {
 }
 
 type turnJSON struct {
-	Messages       Messages          `json:"messages"`
-	Response       json.RawMessage   `json:"response"`
-	ToolExecutions []ToolExecution   `json:"toolExecutions"`
-	Usage          TokenUsage        `json:"usage"`
-	Cycles         int               `json:"cycles"`
-	Data           any               `json:"data,omitempty"`
+	Messages       Messages        `json:"messages"`
+	Response       json.RawMessage `json:"response"`
+	ToolExecutions []ToolExecution `json:"toolExecutions"`
+	Usage          TokenUsage      `json:"usage"`
+	Cycles         int             `json:"cycles"`
+	Data           any             `json:"data,omitempty"`
 }
 
 // MarshalJSON emits TurnJSON: the Turn with MessageJSON messages.
