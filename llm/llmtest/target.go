@@ -60,7 +60,8 @@ type Observed struct {
 	// ToolCallIDs are the IDs of assistant tool calls sent back as
 	// history, in order.
 	ToolCallIDs []string
-	// ToolResults are the tool results sent, in order. Result holds the
+	// ToolResults are the tool results sent, in order. ToolCallID is
+	// empty when the vendor format carries no call ids; Result holds the
 	// result as the text the vendor received.
 	ToolResults []llm.ToolResult
 	// Tools are the names of the declared function tools, in order.
@@ -81,6 +82,9 @@ type Target struct {
 	// Config is merged into every LLMOptions the kit builds (the test
 	// server's base URL, a key, an HTTP client…).
 	Config llm.ProviderConfig
+	// Params are added to every request's params (for vendors that need
+	// some, such as Anthropic's max_tokens).
+	Params map[string]any
 	// Script queues replies; each request takes the next one. A request
 	// with an empty queue must fail the test.
 	Script func(replies ...Reply)
