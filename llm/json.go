@@ -204,10 +204,11 @@ type toolCallJSON struct {
 	RawArguments string         `json:"rawArguments,omitempty"`
 }
 
-// MarshalJSON emits {toolCallId, toolName, arguments}.
+// MarshalJSON emits {toolCallId, toolName, arguments}, plus rawArguments
+// when the model's arguments were not a JSON object (arguments is then {}).
 func (c ToolCall) MarshalJSON() ([]byte, error) {
 	args := c.Arguments
-	if args == nil && c.RawArguments == "" {
+	if args == nil {
 		args = map[string]any{}
 	}
 	return json.Marshal(toolCallJSON{c.ToolCallID, c.ToolName, args, c.RawArguments})
@@ -223,6 +224,9 @@ func (c *ToolCall) UnmarshalJSON(data []byte) error {
 		return errors.New("tool call: toolCallId and toolName are required")
 	}
 	*c = ToolCall{ToolCallID: j.ToolCallID, ToolName: j.ToolName, Arguments: j.Arguments, RawArguments: j.RawArguments}
+	if c.RawArguments != "" && len(c.Arguments) == 0 {
+		c.Arguments = nil // malformed arguments: only the raw text is meaningful
+	}
 	return nil
 }
 

@@ -63,6 +63,9 @@ func (r *RoundRobinKeys) Key(context.Context) (string, error) {
 // String redacts the keys.
 func (r *RoundRobinKeys) String() string { return redacted }
 
+// GoString redacts the keys.
+func (r *RoundRobinKeys) GoString() string { return redacted }
+
 // LogValue redacts the keys.
 func (r *RoundRobinKeys) LogValue() slog.Value { return slog.StringValue(redacted) }
 

@@ -364,6 +364,7 @@ func (l *LLMInstance) executeTool(ctx context.Context, index int, call ToolCall,
 	if strategy != nil && strategy.OnToolCall != nil {
 		strategy.OnToolCall(ctx, tool, exec.Arguments)
 	}
+	malformed := call.RawArguments != ""
 	if strategy != nil && strategy.OnBeforeCall != nil {
 		d := strategy.OnBeforeCall(ctx, tool, exec.Arguments)
 		if !d.Proceed {
@@ -371,10 +372,10 @@ func (l *LLMInstance) executeTool(ctx context.Context, index int, call ToolCall,
 			return finish(exec, false)
 		}
 		if d.Arguments != nil {
-			exec.Arguments = d.Arguments
+			exec.Arguments, malformed = d.Arguments, false
 		}
 	}
-	if exec.Arguments == nil && call.RawArguments != "" {
+	if malformed {
 		exec.Result, exec.IsError = fmt.Sprintf("Invalid arguments for tool '%s': expected a JSON object, got %s", tool.Name, truncate(call.RawArguments, 200)), true
 		exec.Duration = time.Since(start)
 		return finish(exec, true)
@@ -385,10 +386,9 @@ func (l *LLMInstance) executeTool(ctx context.Context, index int, call ToolCall,
 	tctx := context.WithValue(ctx, toolCallKey{}, call)
 	if tool.Approval != nil {
 		ok, err := guard(func() (bool, error) { return tool.Approval(tctx, exec.Arguments) })
-		exec.Approved = &ok
-		if !ok || err != nil {
-			f := false
-			exec.Approved = &f
+		approved := ok && err == nil
+		exec.Approved = &approved
+		if !approved {
 			exec.Result, exec.IsError = msgDenied, true
 			if err != nil {
 				exec.Result = msgDenied + ": " + err.Error()
