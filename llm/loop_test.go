@@ -31,7 +31,9 @@ func call(id, name string, args map[string]any) llm.ToolCall {
 
 func echoTool(name string) llm.Tool {
 	return llm.Tool{Name: name, Description: "echoes", Parameters: llm.Schema{"type": "object"},
-		Run: func(_ context.Context, args map[string]any) (any, error) { return fmt.Sprint(name, ":", args["v"]), nil }}
+		Run: func(_ context.Context, args map[string]any) (any, error) {
+			return fmt.Sprint(name, ":", args["v"]), nil
+		}}
 }
 
 // resultsOf returns the tool results the model received on call i.
@@ -544,7 +546,9 @@ func TestUPP_10_MiddlewareOrderAndStreamTransform(t *testing.T) {
 				rec(name + ".streamEnd")
 				return nil
 			},
-			OnToolCall:   func(_ context.Context, _ *llm.MiddlewareContext, tool *llm.Tool, _ map[string]any) { rec(name + ".toolCall") },
+			OnToolCall: func(_ context.Context, _ *llm.MiddlewareContext, tool *llm.Tool, _ map[string]any) {
+				rec(name + ".toolCall")
+			},
 			OnToolResult: func(context.Context, *llm.MiddlewareContext, *llm.Tool, llm.ToolResult) { rec(name + ".toolResult") },
 		}
 	}
