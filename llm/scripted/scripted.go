@@ -142,7 +142,7 @@ func (m *Model) Remaining() int {
 
 // Call is one request the model received.
 type Call struct {
-	Request *llm.Request // a copy; its Messages slice is the model's own
+	Request *llm.Request // a copy of the request; treat its Messages as read-only
 	Stream  bool         // whether it came through Stream
 }
 
@@ -174,8 +174,7 @@ func (m *Model) AssertComplete(t TB) {
 // next records req and returns the step to play.
 func (m *Model) next(ctx context.Context, req *llm.Request, stream bool) (Step, error) {
 	m.mu.Lock()
-	snapshot := *req
-	snapshot.Messages = append([]llm.Message(nil), req.Messages...)
+	snapshot := *req // Messages is shared: the core only ever appends past it
 	m.calls = append(m.calls, Call{Request: &snapshot, Stream: stream})
 	n := len(m.calls)
 	if m.fn != nil {
