@@ -1,0 +1,79 @@
+package demo
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/agentry-dev/agentry/llm"
+)
+
+func TestEvaluate(t *testing.T) {
+	for expr, want := range map[string]string{
+		"6*7": "42", "(2+3)*4": "20", "2^3^2": "512", "-3 + 5": "2", "10 / 4": "2.5", "7 % 3": "1",
+		"0.1+0.2": "0.3", "--2": "2", " 1 + 2 * 3 ": "7", "2*(3+(4-1))": "12", "1/3": "0.333333333333",
+	} {
+		v, err := Evaluate(expr)
+		if err != nil {
+			t.Errorf("%q: %v", expr, err)
+			continue
+		}
+		if got := FormatNumber(v); got != want {
+			t.Errorf("%q = %s, want %s", expr, got, want)
+		}
+	}
+	for _, bad := range []string{"", "1 +", "(1", "1)", "1/0", "5 % 0", "abc", "1..2", "10^400", strings.Repeat("(", 100) + "1" + strings.Repeat(")", 100), strings.Repeat("1+", 600) + "1"} {
+		if _, err := Evaluate(bad); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}
+
+func FuzzEvaluate(f *testing.F) {
+	for _, s := range []string{"6*7", "(2+3)*4", "2^3^2", "-(1)", "1/0", "((((1))))", "1e5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := Evaluate(s)
+		if err == nil && (v != v) {
+			t.Fatalf("%q evaluated to NaN without error", s)
+		}
+	})
+}
+
+func TestDemoModelUsesTheCalculator(t *testing.T) {
+	inst, err := llm.LLM(llm.LLMOptions{Model: Model().Ref(), Tools: Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn, err := inst.Generate(context.Background(), nil, llm.Text("What is (12 + 30) * 2?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.Text() != "(12 + 30) * 2 = 84." || turn.Cycles != 2 || len(turn.ToolExecutions) != 1 {
+		t.Errorf("text %q, cycles %d", turn.Text(), turn.Cycles)
+	}
+	turn, err = inst.Stream(context.Background(), nil, llm.Text("Hello there, agentry")).Turn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.Text() != "Your text has 3 words and 20 characters." {
+		t.Errorf("word stats answer %q", turn.Text())
+	}
+	bare, _ := llm.LLM(llm.LLMOptions{Model: Model().Ref()})
+	turn, _ = bare.Generate(context.Background(), nil, llm.Text("two words"))
+	if !strings.Contains(turn.Text(), "2 words") {
+		t.Errorf("tool-less answer %q", turn.Text())
+	}
+}
+
+func TestDemoModelReportsToolErrors(t *testing.T) {
+	inst, _ := llm.LLM(llm.LLMOptions{Model: Model().Ref(), Tools: Tools()})
+	turn, err := inst.Generate(context.Background(), nil, llm.Text("compute 1/0 please"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(turn.Text(), "calculate tool failed: division by zero") {
+		t.Errorf("answer %q", turn.Text())
+	}
+}
