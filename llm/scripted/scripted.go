@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/llm"
 )
@@ -51,7 +52,8 @@ type Step struct {
 	// Both end early when the context ends (CANCELLED).
 	Delay, ChunkDelay time.Duration
 	// Chunks, when set, are the streamed text deltas (their concatenation
-	// should equal Text); otherwise Text is split after each space.
+	// should equal Text); otherwise Text is split after each space, and
+	// Data's JSON into pieces of 8 characters.
 	Chunks []string
 	// StopReason is reported as the response's stop reason; default
 	// "tool_use" with tool calls, else "end_turn".
@@ -249,7 +251,9 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request, emit func(llm.Stre
 		if s.Data != nil {
 			typ = llm.ObjectDelta
 		}
-		if chunks == nil {
+		if chunks == nil && s.Data != nil {
+			chunks = splitRunes(text, 8)
+		} else if chunks == nil {
 			chunks = split(text)
 		}
 		if err := block(chunks, typ); err != nil {
@@ -348,6 +352,22 @@ func split(s string) []string {
 		}
 		out = append(out, s[:i+1])
 		s = s[i+1:]
+	}
+	return out
+}
+
+// splitRunes cuts s into pieces of n runes.
+func splitRunes(s string, n int) []string {
+	var out []string
+	for len(s) > 0 {
+		i, k := 0, 0
+		for i < len(s) && k < n {
+			_, size := utf8.DecodeRuneInString(s[i:])
+			i += size
+			k++
+		}
+		out = append(out, s[:i])
+		s = s[i:]
 	}
 	return out
 }
