@@ -15,19 +15,19 @@ import (
 
 func TestParsePartialJSON(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"name": "Ad`:                 `{"name":"Ad"}`,
-		`{"a": 1, "b": [2, `:           `{"a":1,"b":[2]}`,
-		`{"a": 1, "b`:                  `{"a":1}`,
-		`{"a": 12`:                     `{"a":12}`,
-		`{"a":`:                        `{}`,
-		`[1, 2`:                        `[1,2]`,
-		`[{"x": "y"}, {"x": "z`:        `[{"x":"y"},{"x":"z"}]`,
-		`{"s": "line\`:                 `{"s":"line"}`,
-		`{"s": "ok", "t": "a\"b`:       `{"s":"ok","t":"a\"b"}`,
-		`{"n": {"deep": [true, fal`:    `{"n":{"deep":[true]}}`,
-		`{"complete": true}`:           `{"complete":true}`,
-		`"half a str`:                  `"half a str"`,
-		`{"é": "café`:                  `{"é":"café"}`,
+		`{"name": "Ad`:              `{"name":"Ad"}`,
+		`{"a": 1, "b": [2, `:        `{"a":1,"b":[2]}`,
+		`{"a": 1, "b`:               `{"a":1}`,
+		`{"a": 12`:                  `{"a":12}`,
+		`{"a":`:                     `{}`,
+		`[1, 2`:                     `[1,2]`,
+		`[{"x": "y"}, {"x": "z`:     `[{"x":"y"},{"x":"z"}]`,
+		`{"s": "line\`:              `{"s":"line"}`,
+		`{"s": "ok", "t": "a\"b`:    `{"s":"ok","t":"a\"b"}`,
+		`{"n": {"deep": [true, fal`: `{"n":{"deep":[true]}}`,
+		`{"complete": true}`:        `{"complete":true}`,
+		`"half a str`:               `"half a str"`,
+		`{"é": "café`:               `{"é":"café"}`,
 	} {
 		v, ok := llm.ParsePartialJSON(in)
 		if !ok {
