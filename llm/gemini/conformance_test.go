@@ -1,0 +1,273 @@
+package gemini
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/llmtest"
+)
+
+func TestConformance(t *testing.T) {
+	llmtest.Run(t, newConformanceTarget)
+}
+
+// conformanceServer speaks the Gemini wire format for llmtest: it renders
+// scripted replies as generateContent answers or SSE streams and decodes
+// each request into an llmtest.Observed.
+type conformanceServer struct {
+	t        *testing.T
+	mu       sync.Mutex
+	queue    []llmtest.Reply
+	observed []llmtest.Observed
+	stop     chan struct{}
+	n        int
+}
+
+func newConformanceTarget(t *testing.T) llmtest.Target {
+	s := &conformanceServer{t: t, stop: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(s.stop) }) // runs first: releases hanging handlers
+	return llmtest.Target{
+		Model:  Model("gemini-conformance", nil),
+		Config: llm.ProviderConfig{BaseURL: srv.URL, APIKey: llm.StaticKey(testKey)},
+		Script: func(replies ...llmtest.Reply) {
+			s.mu.Lock()
+			s.queue = append(s.queue, replies...)
+			s.mu.Unlock()
+		},
+		Requests: func() []llmtest.Observed {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return append([]llmtest.Observed(nil), s.observed...)
+		},
+		Reasoning: true,
+	}
+}
+
+var grpcStatus = map[int]string{
+	400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+	429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+}
+
+func (s *conformanceServer) serve(w http.ResponseWriter, r *http.Request) {
+	stream := strings.HasSuffix(r.URL.Path, ":streamGenerateContent")
+	if !stream && !strings.HasSuffix(r.URL.Path, ":generateContent") {
+		s.t.Errorf("unexpected path %s", r.URL.Path)
+	}
+	if stream && r.URL.Query().Get("alt") != "sse" {
+		s.t.Errorf("streaming request without alt=sse: %s", r.URL)
+	}
+	if r.Header.Get("x-goog-api-key") != testKey {
+		s.t.Errorf("x-goog-api-key = %q", r.Header.Get("x-goog-api-key"))
+	}
+	var body map[string]any
+	data, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(data, &body); err != nil {
+		s.t.Errorf("request body is not a JSON object: %v", err)
+	}
+	s.mu.Lock()
+	s.observed = append(s.observed, observe(body, stream))
+	if len(s.queue) == 0 {
+		s.mu.Unlock()
+		s.t.Errorf("request with an empty reply queue")
+		http.Error(w, `{"error":{"code":500,"message":"no scripted reply","status":"INTERNAL"}}`, 500)
+		return
+	}
+	rep := s.queue[0]
+	s.queue = s.queue[1:]
+	s.n++
+	n := s.n
+	s.mu.Unlock()
+
+	switch {
+	case rep.Hang:
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-s.stop:
+		}
+		return
+	case rep.Status != 0:
+		w.Header().Set("Content-Type", "application/json")
+		if rep.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(rep.RetryAfter.Seconds())))
+		}
+		w.WriteHeader(rep.Status)
+		e := map[string]any{"code": rep.Status, "message": rep.ErrorMessage, "status": grpcStatus[rep.Status]}
+		if rep.RetryAfter > 0 {
+			e["details"] = []any{map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": fmt.Sprintf("%ds", int(rep.RetryAfter.Seconds()))}}
+		}
+		json.NewEncoder(w).Encode(map[string]any{"error": e})
+		return
+	}
+
+	usage := map[string]any{"promptTokenCount": rep.InputTokens, "candidatesTokenCount": rep.OutputTokens, "totalTokenCount": rep.InputTokens + rep.OutputTokens}
+	chunks := replyChunks(rep)
+	if !stream {
+		var parts []any
+		for _, c := range chunks {
+			parts = append(parts, c...)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(responseJSON(parts, "STOP", usage, n))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for i, c := range chunks {
+		finish := ""
+		var u map[string]any
+		if i == len(chunks)-1 {
+			finish, u = "STOP", usage
+		}
+		b, _ := json.Marshal(responseJSON(c, finish, u, n))
+		fmt.Fprintf(w, "data: %s\r\n\r\n", b)
+		w.(http.Flusher).Flush()
+	}
+}
+
+// replyChunks splits a reply into the parts of successive stream chunks.
+func replyChunks(rep llmtest.Reply) [][]any {
+	var chunks [][]any
+	text := func(s string, thought bool) {
+		for _, piece := range splitText(s) {
+			p := map[string]any{"text": piece}
+			if thought {
+				p["thought"] = true
+			}
+			chunks = append(chunks, []any{p})
+		}
+	}
+	text(rep.Reasoning, true)
+	text(rep.Text, false)
+	text(rep.Object, false)
+	if len(rep.ToolCalls) > 0 {
+		var calls []any
+		for i, c := range rep.ToolCalls {
+			fc := map[string]any{"name": c.ToolName, "args": c.Arguments}
+			if c.ToolCallID != "" {
+				fc["id"] = c.ToolCallID
+			}
+			p := map[string]any{"functionCall": fc}
+			if i == 0 {
+				p["thoughtSignature"] = "c2lnbmF0dXJl"
+			}
+			calls = append(calls, p)
+		}
+		chunks = append(chunks, calls)
+	}
+	if len(chunks) == 0 {
+		chunks = append(chunks, []any{map[string]any{"text": ""}})
+	}
+	return chunks
+}
+
+// splitText cuts s into two pieces (one when it is short).
+func splitText(s string) []string {
+	if s == "" {
+		return nil
+	}
+	r := []rune(s)
+	if len(r) < 4 {
+		return []string{s}
+	}
+	return []string{string(r[:len(r)/2]), string(r[len(r)/2:])}
+}
+
+func responseJSON(parts []any, finish string, usage map[string]any, n int) map[string]any {
+	c := map[string]any{"content": map[string]any{"role": "model", "parts": parts}, "index": 0}
+	if finish != "" {
+		c["finishReason"] = finish
+	}
+	out := map[string]any{"candidates": []any{c}, "modelVersion": "gemini-conformance", "responseId": fmt.Sprintf("resp-%d", n)}
+	if usage != nil {
+		out["usageMetadata"] = usage
+	}
+	return out
+}
+
+// observe decodes a generateContent request body.
+func observe(body map[string]any, stream bool) llmtest.Observed {
+	obs := llmtest.Observed{Stream: stream, Params: map[string]any{}}
+	for k, v := range body {
+		switch k {
+		case "contents", "systemInstruction", "tools":
+		default:
+			obs.Params[k] = v
+		}
+	}
+	if si, ok := body["systemInstruction"].(map[string]any); ok {
+		obs.System = strings.Join(texts(si["parts"], false), "")
+	}
+	contents, _ := body["contents"].([]any)
+	for _, c := range contents {
+		c, _ := c.(map[string]any)
+		role, _ := c["role"].(string)
+		parts, _ := c["parts"].([]any)
+		if t := texts(parts, false); len(t) > 0 {
+			if role == "model" {
+				obs.AssistantTexts = append(obs.AssistantTexts, strings.Join(t, ""))
+			} else {
+				obs.UserTexts = append(obs.UserTexts, strings.Join(t, ""))
+			}
+		}
+		for _, p := range parts {
+			p, _ := p.(map[string]any)
+			if fc, ok := p["functionCall"].(map[string]any); ok {
+				id, _ := fc["id"].(string)
+				obs.ToolCallIDs = append(obs.ToolCallIDs, id)
+			}
+			if fr, ok := p["functionResponse"].(map[string]any); ok {
+				id, _ := fr["id"].(string)
+				resp, _ := fr["response"].(map[string]any)
+				r := llm.ToolResult{ToolCallID: id, Result: llm.ResultText(resp)}
+				if v, ok := resp["output"]; ok && len(resp) == 1 {
+					r.Result = llm.ResultText(v)
+				}
+				if v, ok := resp["error"]; ok && len(resp) == 1 {
+					r.Result, r.IsError = llm.ResultText(v), true
+				}
+				obs.ToolResults = append(obs.ToolResults, r)
+			}
+		}
+	}
+	tools, _ := body["tools"].([]any)
+	for _, tool := range tools {
+		tool, _ := tool.(map[string]any)
+		decls, _ := tool["functionDeclarations"].([]any)
+		for _, d := range decls {
+			d, _ := d.(map[string]any)
+			name, _ := d["name"].(string)
+			obs.Tools = append(obs.Tools, name)
+		}
+	}
+	if gc, ok := body["generationConfig"].(map[string]any); ok {
+		_, obs.Structured = gc["responseJsonSchema"]
+	}
+	return obs
+}
+
+// texts returns the text of the text parts, thought parts only when
+// thought is set.
+func texts(parts any, thought bool) []string {
+	list, _ := parts.([]any)
+	var out []string
+	for _, p := range list {
+		p, _ := p.(map[string]any)
+		s, ok := p["text"].(string)
+		isThought, _ := p["thought"].(bool)
+		if ok && isThought == thought {
+			out = append(out, s)
+		}
+	}
+	return out
+}
