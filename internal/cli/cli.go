@@ -1,0 +1,97 @@
+// Package cli implements the agentry command line. cmd/agentry is a thin
+// main around Main, so that the commands are testable in-process.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// Version is the agentry version; release builds set it with
+// -ldflags "-X github.com/agentry-dev/agentry/internal/cli.Version=v1.2.3".
+var Version = "dev"
+
+// exitError carries a process exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError marks a mistake in how the command was invoked (exit 2).
+func usageError(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+// env is what commands read from and write to; tests replace it.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	isTTY  bool
+}
+
+// Main runs the agentry command with args (without the program name) and
+// returns the process exit code: 0 on success, 1 on failure, 2 on misuse.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return run(ctx, args, &env{stdin: stdin, stdout: stdout, stderr: stderr, isTTY: isTerminal(stdin)})
+}
+
+func run(ctx context.Context, args []string, e *env) int {
+	root := &cobra.Command{
+		Use:   "agentry",
+		Short: "Open agent protocols in one binary: UPP/UAP agents, UAIP workflows, UAICP governance, UAMP messaging, UIAP UI control",
+		Long: `agentry implements the open agent protocols in one Go module and one binary.
+
+Run a prompt on any provider (offline demo model by default):
+
+  agentry llm "What is (12 + 30) * 2?"
+  agentry llm -m anthropic:claude-sonnet-4-5 "Write a haiku about Go"`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetArgs(args)
+	root.SetIn(e.stdin)
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.AddCommand(versionCmd(e), llmCmd(e))
+
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(e.stderr, "agentry:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	if isCobraUsage(err) {
+		return 2
+	}
+	return 1
+}
+
+func versionCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and the protocol versions implemented",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			v := Version
+			if info, ok := debug.ReadBuildInfo(); ok && v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+				v = info.Main.Version
+			}
+			fmt.Fprintf(e.stdout, "agentry %s (%s, %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintln(e.stdout, "protocols: UPP-1.3 (llm)")
+			return nil
+		},
+	}
+}
