@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -42,7 +43,9 @@ type Decoder struct {
 	buf      []byte // unread input is buf[start:end]
 	start    int
 	end      int
+	scanned  int // buf[start:start+scanned] holds no line end
 	eof      bool
+	ended    bool // Next has returned the end of the stream
 	err      error
 	started  bool
 	afterCR  bool // the previous line ended in CR: skip a following LF
@@ -60,8 +63,18 @@ func NewDecoder(r io.Reader) *Decoder {
 	return &Decoder{r: r, buf: make([]byte, 32<<10), max: DefaultMaxEventSize, retry: -1}
 }
 
-// SetMaxEventSize sets the limit on an event's data and on a line.
+// SetMaxEventSize sets the limit on an event's data. A line may be longer
+// by the length of "data: ", so that a data line at the limit fits.
 func (d *Decoder) SetMaxEventSize(n int) { d.max = n }
+
+// maxLine is the longest line accepted, without its terminator.
+func (d *Decoder) maxLine() int {
+	const overhead = len("data: ")
+	if d.max > math.MaxInt-overhead-1 { // leave room for the terminator
+		return math.MaxInt - overhead - 1
+	}
+	return d.max + overhead
+}
 
 // Next returns the next event. At the end of the stream it returns io.EOF;
 // an event not terminated by a blank line before the end is dropped, and
@@ -86,7 +99,7 @@ func (d *Decoder) Next() (Event, error) {
 }
 
 // Truncated reports whether the stream ended in the middle of an event.
-func (d *Decoder) Truncated() bool { return d.eof && d.sawField }
+func (d *Decoder) Truncated() bool { return d.ended && d.sawField }
 
 func (d *Decoder) dispatch() (Event, bool) {
 	d.sawField = false
@@ -112,7 +125,11 @@ func (d *Decoder) field(line []byte) error {
 	}
 	switch string(name) {
 	case "data":
-		if len(d.data)+len(value)+1 > d.max {
+		size := len(d.data) + len(value)
+		if d.hasData {
+			size++ // the LF joining the lines
+		}
+		if size > d.max {
 			return ErrTooLarge
 		}
 		if d.hasData {
@@ -156,9 +173,7 @@ func (d *Decoder) line() ([]byte, error) {
 		}
 		if !d.started {
 			if len(window) < 3 && !d.eof {
-				if err := d.fill(); err != nil {
-					return nil, err
-				}
+				d.fill()
 				continue
 			}
 			d.started = true
@@ -167,9 +182,17 @@ func (d *Decoder) line() ([]byte, error) {
 				continue
 			}
 		}
-		if i := lineEnd(window); i >= 0 {
+		i := lineEnd(window[d.scanned:])
+		if i >= 0 {
+			i += d.scanned
+		}
+		if i > d.maxLine() || i < 0 && len(window) > d.maxLine() {
+			return nil, ErrTooLarge
+		}
+		if i >= 0 {
 			line := window[:i]
 			d.start += i + 1
+			d.scanned = 0
 			if window[i] == '\r' {
 				d.afterCR = true
 			}
@@ -178,16 +201,16 @@ func (d *Decoder) line() ([]byte, error) {
 		if d.eof {
 			if len(window) > 0 { // final line without terminator: not a complete line
 				d.sawField = true
-				d.start = d.end
+				d.start, d.scanned = d.end, 0
 			}
+			d.ended = true
 			if d.err != nil {
 				return nil, d.err
 			}
 			return nil, io.EOF
 		}
-		if err := d.fill(); err != nil {
-			return nil, err
-		}
+		d.scanned = len(window) // rescanning a long line on every read is quadratic
+		d.fill()
 	}
 }
 
@@ -203,16 +226,13 @@ func lineEnd(b []byte) int {
 	return i
 }
 
-func (d *Decoder) fill() error {
+func (d *Decoder) fill() {
 	if d.start > 0 { // slide unread bytes to the front
 		n := copy(d.buf, d.buf[d.start:d.end])
 		d.start, d.end = 0, n
 	}
-	if d.end == len(d.buf) {
-		if len(d.buf) >= d.max+2 {
-			return ErrTooLarge
-		}
-		nb := make([]byte, min(2*len(d.buf), d.max+2))
+	if d.end == len(d.buf) { // line() has checked the window fits maxLine
+		nb := make([]byte, min(2*len(d.buf), d.maxLine()+1))
 		copy(nb, d.buf[:d.end])
 		d.buf = nb
 	}
@@ -223,9 +243,7 @@ func (d *Decoder) fill() error {
 		if err != io.EOF {
 			d.err = err
 		}
-		return nil
 	}
-	return nil
 }
 
 var bom = []byte("\xEF\xBB\xBF")

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/google/go-cmp/cmp"
@@ -349,4 +350,16 @@ func isCode(c llm.ErrorCode) bool {
 		}
 	}
 	return false
+}
+
+func TestRetryDelayFromRetryInfo(t *testing.T) {
+	body := []byte(`{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","message":"slow down","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"23.5s"}]}}`)
+	if got := retryDelay(body); got != 23500*time.Millisecond {
+		t.Errorf("retryDelay = %v, want 23.5s", got)
+	}
+	for _, b := range []string{`{}`, `not json`, `{"error":{"code":429,"message":"x","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"soon"}]}}`} {
+		if got := retryDelay([]byte(b)); got != 0 {
+			t.Errorf("retryDelay(%s) = %v", b, got)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"github.com/agentry-dev/agentry/llm"
 )
@@ -18,8 +19,26 @@ type apiError struct {
 }
 
 type errorDetail struct {
-	Type   string `json:"@type"`
-	Reason string `json:"reason"`
+	Type       string `json:"@type"`
+	Reason     string `json:"reason"`
+	RetryDelay string `json:"retryDelay"` // google.rpc.RetryInfo, e.g. "23s"
+}
+
+// retryDelay reads the delay a google.rpc.RetryInfo detail asks for; it is
+// wire.Client.RetryDelay, as Gemini states its delay in the body.
+func retryDelay(body []byte) time.Duration {
+	e := decodeAPIError(body)
+	if e == nil {
+		return 0
+	}
+	for _, d := range e.Details {
+		if strings.HasSuffix(d.Type, "google.rpc.RetryInfo") && d.RetryDelay != "" {
+			if v, err := time.ParseDuration(d.RetryDelay); err == nil && v > 0 {
+				return v
+			}
+		}
+	}
+	return 0
 }
 
 type errorBody struct {

@@ -75,6 +75,7 @@ func newClient(cfg llm.ProviderConfig) *wire.Client {
 		EnvKeys:        envKeys,
 		Authorize:      func(h http.Header, key string) { h.Set("x-goog-api-key", key) },
 		ParseError:     parseError,
+		RetryDelay:     retryDelay,
 	}
 }
 

@@ -152,7 +152,7 @@ func (handler) Complete(ctx context.Context, req *llm.Request) (*llm.Response, e
 	if err != nil {
 		return nil, err
 	}
-	c := newClient(req.Config, false)
+	c := newClient(req.Config)
 	data, err := c.PostJSON(ctx, chatPath, body)
 	if err != nil {
 		return nil, explain(c, err)
@@ -165,7 +165,7 @@ func (handler) Stream(ctx context.Context, req *llm.Request, emit func(llm.Strea
 	if err != nil {
 		return nil, err
 	}
-	c := newClient(req.Config, true)
+	c := newClient(req.Config)
 	rc, err := c.Open(ctx, http.MethodPost, chatPath, body, true)
 	if err != nil {
 		return nil, explain(c, err)
@@ -182,19 +182,17 @@ func (handler) Stream(ctx context.Context, req *llm.Request, emit func(llm.Strea
 	return resp, nil
 }
 
-func newClient(cfg llm.ProviderConfig, stream bool) *wire.Client {
+func newClient(cfg llm.ProviderConfig) *wire.Client {
 	c := &wire.Client{
 		Provider:       Name,
 		Config:         cfg,
 		DefaultBaseURL: baseURLFromEnv(),
 		// Only the environment key is optional: a configured strategy
-		// that fails must not silently send an unauthenticated request.
-		KeyOptional: cfg.APIKey == nil,
-		Authorize:   func(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) },
-		ParseError:  parseError,
-	}
-	if stream {
-		c.Headers = map[string]string{"Accept": "application/x-ndjson"}
+		// that fails still fails the request.
+		KeyOptional:  true,
+		StreamAccept: "application/x-ndjson",
+		Authorize:    func(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) },
+		ParseError:   parseError,
 	}
 	return c
 }

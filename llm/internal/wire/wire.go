@@ -11,11 +11,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/llm"
 )
@@ -36,8 +38,20 @@ type Client struct {
 	// EnvKeys are the environment variables tried for the key when
 	// Config.APIKey is nil; empty means <PROVIDER>_API_KEY.
 	EnvKeys []string
-	// KeyOptional makes a missing key not an error (local servers).
+	// KeyOptional lets requests go without a key when none is configured
+	// and the environment has none (local servers). A configured key
+	// strategy that fails is still an error.
 	KeyOptional bool
+	// StreamAccept is the Accept header of streamed requests; empty means
+	// text/event-stream.
+	StreamAccept string
+	// MaxResponse bounds a non-streamed response body; 0 means
+	// MaxResponseSize.
+	MaxResponse int64
+	// RetryDelay extracts a vendor's retry delay from an error body, for
+	// vendors that put it there instead of a Retry-After header; it is
+	// used only when the header gives none.
+	RetryDelay func(body []byte) time.Duration
 	// Authorize sets the key on a request (e.g. "Authorization: Bearer").
 	Authorize func(h http.Header, key string)
 	// Headers are the provider's own headers; Config.Headers win over them.
@@ -65,12 +79,20 @@ func (c *Client) PostJSON(ctx context.Context, path string, body any) ([]byte, e
 		return nil, err
 	}
 	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, MaxResponseSize+1))
+	limit := c.MaxResponse
+	if limit <= 0 {
+		limit = MaxResponseSize
+	}
+	tooLarge := llm.NewError(llm.InvalidResponse, c.Provider, fmt.Sprintf("response exceeds %d bytes", limit), nil)
+	if b, ok := rc.(*respBody); ok && b.length > limit {
+		return nil, tooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, limit+1))
 	if err != nil {
 		return nil, c.readError(ctx, err)
 	}
-	if len(data) > MaxResponseSize {
-		return nil, llm.NewError(llm.InvalidResponse, c.Provider, fmt.Sprintf("response exceeds %d bytes", MaxResponseSize), nil)
+	if int64(len(data)) > limit {
+		return nil, tooLarge
 	}
 	return data, nil
 }
@@ -105,7 +127,7 @@ func (c *Client) timeout() time.Duration {
 
 func (c *Client) attempt(ctx context.Context, method, path string, payload []byte, stream bool) (io.ReadCloser, error) {
 	key, err := llm.ResolveKey(ctx, c.Config.APIKey, c.Provider, c.EnvKeys...)
-	if err != nil && !c.KeyOptional {
+	if err != nil && (!c.KeyOptional || c.Config.APIKey != nil) {
 		return nil, err
 	}
 	actx, cancel := context.WithCancelCause(ctx)
@@ -122,7 +144,11 @@ func (c *Client) attempt(ctx context.Context, method, path string, payload []byt
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if stream {
-		req.Header.Set("Accept", "text/event-stream")
+		accept := c.StreamAccept
+		if accept == "" {
+			accept = "text/event-stream"
+		}
+		req.Header.Set("Accept", accept)
 	} else {
 		req.Header.Set("Accept", "application/json")
 	}
@@ -142,7 +168,10 @@ func (c *Client) attempt(ctx context.Context, method, path string, payload []byt
 	timeout := c.timeout()
 	timer := time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
 	resp, err := hc.Do(req)
-	timer.Stop()
+	if !timer.Stop() && err == nil { // the timeout fired as the headers came in
+		resp.Body.Close()
+		err = errHeaderTimeout
+	}
 	if err != nil {
 		cause := context.Cause(actx)
 		cancel(nil)
@@ -151,9 +180,9 @@ func (c *Client) attempt(ctx context.Context, method, path string, payload []byt
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer cancel(nil)
 		defer resp.Body.Close()
-		return nil, c.statusError(resp)
+		return nil, c.statusError(resp, key)
 	}
-	b := &body{rc: resp.Body, cancel: cancel, ctx: actx, provider: c.Provider}
+	b := &respBody{rc: resp.Body, cancel: cancel, ctx: actx, provider: c.Provider, length: resp.ContentLength}
 	if stream {
 		b.idle = time.AfterFunc(timeout, func() { cancel(errIdleTimeout) })
 		b.timeout = timeout
@@ -165,7 +194,7 @@ func (c *Client) transportError(ctx context.Context, cause, err error) *llm.Erro
 	switch {
 	case ctx.Err() != nil:
 		return llm.AsError(ctx.Err(), c.Provider, llm.Cancelled)
-	case errors.Is(cause, errHeaderTimeout):
+	case errors.Is(cause, errHeaderTimeout), errors.Is(err, errHeaderTimeout):
 		return llm.NewError(llm.Timeout, c.Provider, fmt.Sprintf("no response within %s", c.timeout()), err)
 	}
 	return llm.NewError(llm.NetworkError, c.Provider, "request failed", err)
@@ -185,8 +214,11 @@ func (c *Client) readError(ctx context.Context, err error) *llm.Error {
 // ReadError normalizes an error met while reading a response body.
 func (c *Client) ReadError(ctx context.Context, err error) *llm.Error { return c.readError(ctx, err) }
 
-func (c *Client) statusError(resp *http.Response) *llm.Error {
+func (c *Client) statusError(resp *http.Response, key string) *llm.Error {
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	if key != "" { // some vendors echo a rejected key; messages never hold one
+		data = bytes.ReplaceAll(data, []byte(key), []byte("[REDACTED]"))
+	}
 	code := llm.CodeForStatus(resp.StatusCode)
 	msg := ""
 	if c.ParseError != nil {
@@ -199,7 +231,11 @@ func (c *Client) statusError(resp *http.Response) *llm.Error {
 	if msg == "" {
 		msg = strings.TrimSpace(string(data))
 		if len(msg) > 500 {
-			msg = msg[:500] + "…"
+			cut := 500
+			for cut > 0 && !utf8.RuneStart(msg[cut]) {
+				cut--
+			}
+			msg = msg[:cut] + "…"
 		}
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
@@ -208,6 +244,9 @@ func (c *Client) statusError(resp *http.Response) *llm.Error {
 	e := llm.NewError(code, c.Provider, msg, nil)
 	e.StatusCode = resp.StatusCode
 	e.RetryAfter = RetryAfter(resp.Header, time.Now())
+	if e.RetryAfter == 0 && c.RetryDelay != nil {
+		e.RetryAfter = max(c.RetryDelay(data), 0)
+	}
 	return e
 }
 
@@ -216,8 +255,10 @@ func (c *Client) statusError(resp *http.Response) *llm.Error {
 // invalid.
 func RetryAfter(h http.Header, now time.Time) time.Duration {
 	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
-			return time.Duration(ms * float64(time.Millisecond))
+		if ms, err := strconv.ParseFloat(v, 64); err == nil {
+			if d := duration(ms, time.Millisecond); d > 0 {
+				return d
+			}
 		}
 	}
 	v := strings.TrimSpace(h.Get("Retry-After"))
@@ -225,10 +266,7 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 		return 0
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s <= 0 {
-			return 0
-		}
-		return time.Duration(s * float64(time.Second))
+		return duration(s, time.Second)
 	}
 	if t, err := http.ParseTime(v); err == nil && t.After(now) {
 		return t.Sub(now)
@@ -236,19 +274,33 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 	return 0
 }
 
-// body is a response body that releases its attempt's context on Close and,
+// duration converts n units to a Duration: 0 unless n is positive and
+// finite, and saturated rather than overflowing (a float conversion out of
+// range gives a negative Duration).
+func duration(n float64, unit time.Duration) time.Duration {
+	if math.IsNaN(n) || math.IsInf(n, 0) || n <= 0 {
+		return 0
+	}
+	if d := n * float64(unit); d < math.MaxInt64 {
+		return time.Duration(d)
+	}
+	return math.MaxInt64
+}
+
+// respBody is a response body that releases its attempt's context on Close and,
 // for streams, fails with TIMEOUT when no bytes arrive for the timeout.
-type body struct {
+type respBody struct {
 	rc       io.ReadCloser
 	cancel   context.CancelCauseFunc
 	ctx      context.Context
 	provider string
 	idle     *time.Timer
 	timeout  time.Duration
+	length   int64 // Content-Length, -1 when unknown
 	once     sync.Once
 }
 
-func (b *body) Read(p []byte) (int, error) {
+func (b *respBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if b.idle != nil && n > 0 {
 		b.idle.Reset(b.timeout)
@@ -261,7 +313,7 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *body) Close() error {
+func (b *respBody) Close() error {
 	b.once.Do(func() {
 		if b.idle != nil {
 			b.idle.Stop()
@@ -272,7 +324,8 @@ func (b *body) Close() error {
 	return err
 }
 
-// Lines reads newline-delimited records (NDJSON), each at most max bytes.
+// Lines reads newline-delimited records (NDJSON), each at most max bytes
+// without its LF or CRLF.
 type Lines struct {
 	r   *bufio.Reader
 	max int
@@ -310,7 +363,11 @@ func (l *Lines) Next() ([]byte, error) {
 			}
 			break
 		}
-		line := bytes.TrimRight(l.buf, "\r\n")
+		line := bytes.TrimSuffix(bytes.TrimSuffix(l.buf, []byte("\n")), []byte("\r"))
+		if len(line) > l.max {
+			return nil, ErrLineTooLong
+		}
+		line = bytes.TrimRight(line, "\r")
 		if len(bytes.TrimSpace(line)) > 0 {
 			return line, nil
 		}
