@@ -15,6 +15,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Event is one dispatched event.
@@ -53,6 +54,7 @@ type Decoder struct {
 	data     []byte
 	hasData  bool
 	evType   string
+	lastType string
 	lastID   string
 	retry    int
 	sawField bool
@@ -138,7 +140,10 @@ func (d *Decoder) field(line []byte) error {
 		d.data = append(d.data, value...)
 		d.hasData = true
 	case "event":
-		d.evType = string(value)
+		if string(value) != d.lastType { // streams repeat a few types: reuse the string
+			d.lastType = string(value)
+		}
+		d.evType = d.lastType
 	case "id":
 		if bytes.IndexByte(value, 0) < 0 {
 			d.lastID = string(value)
@@ -248,13 +253,21 @@ func (d *Decoder) fill() {
 
 var bom = []byte("\xEF\xBB\xBF")
 
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 // Write formats one event to w. Data containing newlines becomes several
 // data lines; fields with CR or LF in type or id are rejected.
 func Write(w io.Writer, ev Event) error {
 	if strings.ContainsAny(ev.Type, "\r\n") || strings.ContainsAny(ev.ID, "\r\n\x00") {
 		return fmt.Errorf("sse: event type or id contains a line break")
 	}
-	var b bytes.Buffer
+	b := bufPool.Get().(*bytes.Buffer)
+	defer func() {
+		if b.Cap() <= 64<<10 {
+			b.Reset()
+			bufPool.Put(b)
+		}
+	}()
 	b.Grow(len(ev.Data) + len(ev.Type) + len(ev.ID) + 32)
 	if ev.ID != "" {
 		b.WriteString("id: ")
