@@ -503,3 +503,60 @@ func (t *Turn) UnmarshalJSON(data []byte) error {
 	*t = out
 	return nil
 }
+
+type deltaJSON struct {
+	Text          string `json:"text,omitempty"`
+	Data          []byte `json:"data,omitempty"`
+	ToolCallID    string `json:"toolCallId,omitempty"`
+	ToolName      string `json:"toolName,omitempty"`
+	ArgumentsJSON string `json:"argumentsJson,omitempty"`
+	Result        any    `json:"result,omitempty"`
+	IsError       bool   `json:"isError,omitempty"`
+	Timestamp     int64  `json:"timestamp,omitempty"` // Unix milliseconds
+	Parsed        any    `json:"parsed,omitempty"`
+}
+
+type streamEventJSON struct {
+	Type  StreamEventType `json:"type"`
+	Index int             `json:"index"`
+	Delta deltaJSON       `json:"delta"`
+}
+
+// MarshalJSON emits the StreamEvent JSON form {type, index, delta}; the
+// delta's timestamp is Unix milliseconds and data is base64.
+func (ev StreamEvent) MarshalJSON() ([]byte, error) {
+	d := ev.Delta
+	j := streamEventJSON{Type: ev.Type, Index: ev.Index, Delta: deltaJSON{
+		Text: d.Text, Data: d.Data, ToolCallID: d.ToolCallID, ToolName: d.ToolName,
+		ArgumentsJSON: d.ArgumentsJSON, Result: d.Result, IsError: d.IsError, Parsed: d.Parsed,
+	}}
+	if !d.Timestamp.IsZero() {
+		j.Delta.Timestamp = d.Timestamp.UnixMilli()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads the StreamEvent JSON form; the type must be one of
+// the 13 UPP event types.
+func (ev *StreamEvent) UnmarshalJSON(data []byte) error {
+	var j streamEventJSON
+	if err := json.Unmarshal(data, &j); err != nil {
+		return fmt.Errorf("stream event: %w", err)
+	}
+	known := false
+	for _, t := range StreamEventTypes {
+		known = known || t == j.Type
+	}
+	if !known {
+		return fmt.Errorf("stream event: unknown type %q", j.Type)
+	}
+	d := j.Delta
+	*ev = StreamEvent{Type: j.Type, Index: j.Index, Delta: EventDelta{
+		Text: d.Text, Data: d.Data, ToolCallID: d.ToolCallID, ToolName: d.ToolName,
+		ArgumentsJSON: d.ArgumentsJSON, Result: d.Result, IsError: d.IsError, Parsed: d.Parsed,
+	}}
+	if d.Timestamp != 0 {
+		ev.Delta.Timestamp = time.UnixMilli(d.Timestamp).UTC()
+	}
+	return nil
+}

@@ -270,3 +270,31 @@ func FuzzUnmarshalMessage(f *testing.F) {
 		}
 	})
 }
+
+func TestUPP_9_2_StreamEventJSON(t *testing.T) {
+	ev := llm.StreamEvent{Type: llm.ToolExecutionEnd, Index: 2, Delta: llm.EventDelta{
+		ToolCallID: "call_1", ToolName: "calc", Result: map[string]any{"v": 42.0}, IsError: true, Timestamp: ts1,
+	}}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"type":"tool_execution_end","index":2,"delta":{"toolCallId":"call_1","toolName":"calc","result":{"v":42},"isError":true,"timestamp":1793527200123}}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
+	}
+	var back llm.StreamEvent
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ev, back); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	if err := json.Unmarshal([]byte(`{"type":"bogus","index":0,"delta":{}}`), &back); err == nil {
+		t.Error("unknown event type accepted")
+	}
+	b, _ = json.Marshal(llm.StreamEvent{Type: llm.MessageStart})
+	if string(b) != `{"type":"message_start","index":0,"delta":{}}` {
+		t.Errorf("empty delta = %s", b)
+	}
+}

@@ -107,7 +107,18 @@ func (l *LLMInstance) Options() LLMOptions { return l.opts }
 // are the new messages: a ContentBlock becomes a UserMessage, a Message is
 // sent as is. Errors are *Error.
 func (l *LLMInstance) Generate(ctx context.Context, history []Message, inputs ...Input) (*Turn, error) {
-	return l.run(ctx, history, inputs, nil)
+	return l.run(ctx, history, inputs, nil, false)
+}
+
+// GenerateStep runs one cycle of the tool loop: one provider call and, when
+// the reply asks for tools, that one round of tool calls — then returns,
+// without calling the model again. The Turn holds the input, the reply and
+// the tool results; a caller continues by passing the history back.
+// ToolUseStrategy.MaxIterations does not apply: the caller decides how many
+// steps to take. This is an extension of UPP-1.3 that agent strategies use to
+// checkpoint and stop between rounds; Generate is GenerateStep repeated.
+func (l *LLMInstance) GenerateStep(ctx context.Context, history []Message, inputs ...Input) (*Turn, error) {
+	return l.run(ctx, history, inputs, nil, true)
 }
 
 // Stream runs inference like Generate, streaming events (UPP-1.3 §9).
@@ -118,7 +129,17 @@ func (l *LLMInstance) Stream(ctx context.Context, history []Message, inputs ...I
 		return failedStream(ctx, NewError(InvalidRequest, l.provider, fmt.Sprintf("provider %q does not support streaming", l.provider), nil))
 	}
 	return newStreamResult(ctx, func(ctx context.Context, emit func(StreamEvent)) (*Turn, error) {
-		return l.run(ctx, history, inputs, emit)
+		return l.run(ctx, history, inputs, emit, false)
+	})
+}
+
+// StreamStep is GenerateStep, streaming.
+func (l *LLMInstance) StreamStep(ctx context.Context, history []Message, inputs ...Input) *StreamResult {
+	if !l.caps.Streaming {
+		return failedStream(ctx, NewError(InvalidRequest, l.provider, fmt.Sprintf("provider %q does not support streaming", l.provider), nil))
+	}
+	return newStreamResult(ctx, func(ctx context.Context, emit func(StreamEvent)) (*Turn, error) {
+		return l.run(ctx, history, inputs, emit, true)
 	})
 }
 
@@ -192,8 +213,9 @@ func (l *LLMInstance) checkMedia(msgs []Message) error {
 
 func (l *LLMInstance) fail(err error) *Error { return AsError(err, l.provider, ProviderError) }
 
-// run is the tool loop shared by Generate (emit == nil) and Stream.
-func (l *LLMInstance) run(ctx context.Context, history []Message, inputs []Input, emit func(StreamEvent)) (turn *Turn, err error) {
+// run is the tool loop shared by Generate (emit == nil) and Stream; with
+// oneCycle it stops after the first round of tools.
+func (l *LLMInstance) run(ctx context.Context, history []Message, inputs []Input, emit func(StreamEvent), oneCycle bool) (turn *Turn, err error) {
 	mw := newMiddlewareRun(l, emit != nil)
 	defer func() {
 		if err != nil {
@@ -274,7 +296,7 @@ func (l *LLMInstance) run(ctx context.Context, history []Message, inputs []Input
 		if !resp.Message.HasToolCalls() || len(l.tools) == 0 || resp.Data != nil {
 			break
 		}
-		if rounds >= maxRounds {
+		if rounds >= maxRounds && !oneCycle {
 			if h := l.opts.ToolStrategy; h != nil && h.OnMaxIterations != nil {
 				h.OnMaxIterations(ctx, maxRounds)
 			}
@@ -286,6 +308,9 @@ func (l *LLMInstance) run(ctx context.Context, history []Message, inputs []Input
 		}
 		rounds++
 		all = append(all, NewToolResultMessage(results))
+		if oneCycle {
+			break
+		}
 	}
 
 	turn = &Turn{
@@ -314,6 +339,7 @@ const (
 // results in call order; executions are appended in completion order.
 func (l *LLMInstance) executeTools(ctx context.Context, calls []ToolCall, executions *[]ToolExecution, emit func(StreamEvent), mw *middlewareRun) []ToolResult {
 	results := make([]ToolResult, len(calls))
+	round := &Round{calls: calls}
 	var mu sync.Mutex
 	record := func(x ToolExecution) {
 		mu.Lock()
@@ -321,18 +347,18 @@ func (l *LLMInstance) executeTools(ctx context.Context, calls []ToolCall, execut
 		mu.Unlock()
 	}
 	if len(calls) == 1 {
-		results[0] = l.executeTool(ctx, 0, calls[0], record, emit, mw)
+		results[0] = l.executeTool(ctx, round, 0, calls[0], record, emit, mw)
 		return results
 	}
 	var wg sync.WaitGroup
 	for i, call := range calls {
-		wg.Go(func() { results[i] = l.executeTool(ctx, i, call, record, emit, mw) })
+		wg.Go(func() { results[i] = l.executeTool(ctx, round, i, call, record, emit, mw) })
 	}
 	wg.Wait()
 	return results
 }
 
-func (l *LLMInstance) executeTool(ctx context.Context, index int, call ToolCall, record func(ToolExecution), emit func(StreamEvent), mw *middlewareRun) ToolResult {
+func (l *LLMInstance) executeTool(ctx context.Context, round *Round, index int, call ToolCall, record func(ToolExecution), emit func(StreamEvent), mw *middlewareRun) ToolResult {
 	tool := l.tools[call.ToolName]
 	if tool == nil {
 		return ToolResult{ToolCallID: call.ToolCallID, Result: fmt.Sprintf("Tool '%s' not found", call.ToolName), IsError: true}
@@ -376,14 +402,18 @@ func (l *LLMInstance) executeTool(ctx context.Context, index int, call ToolCall,
 		}
 	}
 	if malformed {
-		exec.Result, exec.IsError = fmt.Sprintf("Invalid arguments for tool '%s': expected a JSON object, got %s", tool.Name, truncate(call.RawArguments, 200)), true
+		exec.Err = &ArgumentsError{Tool: tool.Name, Reason: "expected a JSON object, got " + truncate(call.RawArguments, 200), Schema: tool.Parameters}
+		exec.Result, exec.IsError = exec.Err.Error(), true
 		exec.Duration = time.Since(start)
+		if strategy != nil && strategy.OnError != nil {
+			strategy.OnError(ctx, tool, nil, exec.Err)
+		}
 		return finish(exec, true)
 	}
 	if exec.Arguments == nil {
 		exec.Arguments = map[string]any{}
 	}
-	tctx := context.WithValue(ctx, toolCallKey{}, call)
+	tctx := context.WithValue(ctx, callKey{}, &callInfo{call: call, round: round, index: index})
 	if tool.Approval != nil {
 		ok, err := guard(func() (bool, error) { return tool.Approval(tctx, exec.Arguments) })
 		approved := ok && err == nil
@@ -403,7 +433,7 @@ func (l *LLMInstance) executeTool(ctx context.Context, index int, call ToolCall,
 		if strategy != nil && strategy.OnError != nil {
 			strategy.OnError(ctx, tool, exec.Arguments, err)
 		}
-		exec.Result, exec.IsError = err.Error(), true
+		exec.Result, exec.IsError, exec.Err = err.Error(), true, err
 		return finish(exec, true)
 	}
 	if strategy != nil && strategy.OnAfterCall != nil {

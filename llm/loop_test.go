@@ -276,8 +276,20 @@ func TestUPP_11_2_FailuresBecomeErrorResultsAndTheLoopGoesOn(t *testing.T) {
 			t.Errorf("result %d = %+v, want %q (error %v)", i, r, wantPrefix[i], i != 5)
 		}
 	}
-	if len(onError) != 2 {
-		t.Errorf("OnError called for %v, want fails and panics", onError)
+	if len(onError) != 3 {
+		t.Errorf("OnError called for %v, want fails, panics and garbled", onError)
+	}
+	errs := map[string]error{}
+	for _, x := range turn.ToolExecutions {
+		errs[x.ToolName] = x.Err
+	}
+	var ae *llm.ArgumentsError
+	if !errors.As(errs["garbled"], &ae) || ae.Tool != "garbled" {
+		t.Errorf("garbled Err = %v, want *llm.ArgumentsError", errs["garbled"])
+	}
+	var pe *llm.PanicError
+	if !errors.As(errs["panics"], &pe) || errs["fails"] == nil || errs["approved"] != nil {
+		t.Errorf("execution errors = %v", errs)
 	}
 	approvals := map[string]*bool{}
 	for _, x := range turn.ToolExecutions {
@@ -655,5 +667,74 @@ func TestProviderErrorsAreNormalized(t *testing.T) {
 	_, err = newLLM(t, scripted.New(), llm.LLMOptions{}).Generate(ctx, nil, llm.Text("go"))
 	if !errors.Is(err, llm.Cancelled) || !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled ctx: %v", err)
+	}
+}
+
+func TestArgumentsErrorCarriesTheSchema(t *testing.T) {
+	schema := llm.Schema{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}
+	tool := llm.Tool{Name: "weather", Parameters: schema, Run: func(context.Context, map[string]any) (any, error) { return nil, nil }}
+	m := scripted.NewT(t, scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "1", ToolName: "weather", RawArguments: "city=Paris"}}}, scripted.Step{Text: "ok"})
+	if _, err := newLLM(t, m, llm.LLMOptions{Tools: []llm.Tool{tool}}).Generate(context.Background(), nil, llm.Text("go")); err != nil {
+		t.Fatal(err)
+	}
+	got := llm.ResultText(resultsOf(t, m, 1)[0].Result)
+	if !strings.Contains(got, `"city":{"type":"string"}`) || !strings.Contains(got, "city=Paris") {
+		t.Errorf("result sent = %q, want the raw text and the schema", got)
+	}
+}
+
+func TestGenerateStepRunsOneCycle(t *testing.T) {
+	m := scripted.NewT(t,
+		scripted.Step{ToolCalls: []llm.ToolCall{call("1", "echo", map[string]any{"v": "a"})}},
+		scripted.Step{ToolCalls: []llm.ToolCall{call("2", "echo", map[string]any{"v": "b"})}},
+		scripted.Step{Text: "done"})
+	inst := newLLM(t, m, llm.LLMOptions{Tools: []llm.Tool{echoTool("echo")}, ToolStrategy: &llm.ToolUseStrategy{MaxIterations: 1}})
+	ctx := context.Background()
+	first, err := inst.GenerateStep(ctx, nil, llm.Text("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Cycles != 1 || len(first.Messages) != 3 || first.Messages[2].Type() != llm.TypeToolResult || len(m.Requests()) != 1 {
+		t.Fatalf("first step: %d cycles, %d messages, %d requests", first.Cycles, len(first.Messages), len(m.Requests()))
+	}
+	// MaxIterations does not apply to steps: the caller decides.
+	second, err := inst.StreamStep(ctx, first.Messages).Turn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Messages) != 2 || second.ToolExecutions[0].Result != "echo:b" {
+		t.Fatalf("second step messages %d, executions %+v", len(second.Messages), second.ToolExecutions)
+	}
+	third, err := inst.GenerateStep(ctx, append(first.Messages, second.Messages...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if third.Text() != "done" || len(third.Messages) != 1 {
+		t.Errorf("third step %q with %d messages", third.Text(), len(third.Messages))
+	}
+}
+
+func TestRoundFrom(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[int]int{}
+	tool := llm.Tool{Name: "t", Run: func(ctx context.Context, _ map[string]any) (any, error) {
+		r, i, ok := llm.RoundFrom(ctx)
+		if !ok || r.Calls()[i].ToolCallID != fmt.Sprint("c", i) {
+			t.Errorf("RoundFrom = %v %d %v", r, i, ok)
+		}
+		mu.Lock()
+		seen[i] = len(r.Calls())
+		mu.Unlock()
+		return nil, nil
+	}}
+	m := scripted.NewT(t, scripted.Step{ToolCalls: []llm.ToolCall{call("c0", "t", nil), call("c1", "t", nil), call("c2", "t", nil)}}, scripted.Step{Text: "ok"})
+	if _, err := newLLM(t, m, llm.LLMOptions{Tools: []llm.Tool{tool}}).Generate(context.Background(), nil, llm.Text("go")); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 3 || seen[0] != 3 {
+		t.Errorf("seen = %v", seen)
+	}
+	if _, _, ok := llm.RoundFrom(context.Background()); ok {
+		t.Error("RoundFrom outside a call")
 	}
 }

@@ -104,6 +104,10 @@ type ToolExecution struct {
 	Duration   time.Duration
 	// Approved is nil when the tool has no approval handler.
 	Approved *bool
+	// Err is the error the call failed with (a tool error, a *PanicError,
+	// an *ArgumentsError…), nil on success or denial. It is not part of
+	// the JSON form.
+	Err error
 }
 
 // Infinity as MaxIterations removes the limit on tool rounds. It is distinct
@@ -149,12 +153,62 @@ func (s *ToolUseStrategy) maxIterations() int {
 	return s.MaxIterations
 }
 
-// toolCallKey is the context key under which the loop puts the current call.
-type toolCallKey struct{}
+// callKey is the context key under which the loop puts the current call.
+type callKey struct{}
+
+type callInfo struct {
+	call  ToolCall
+	round *Round
+	index int
+}
+
+// Round is one tool round: the calls a single model response requested,
+// which the loop runs concurrently. Tools can coordinate through it (the
+// agent package orders calls with it).
+type Round struct {
+	calls []ToolCall
+}
+
+// Calls returns the round's calls in the order the model made them. The
+// slice must not be modified.
+func (r *Round) Calls() []ToolCall { return r.calls }
 
 // ToolCallFrom returns the call a tool's Run is executing, as the model sent
 // it (the ID is the provider's). ok is false outside a tool call.
 func ToolCallFrom(ctx context.Context) (call ToolCall, ok bool) {
-	c, ok := ctx.Value(toolCallKey{}).(ToolCall)
-	return c, ok
+	c, ok := ctx.Value(callKey{}).(*callInfo)
+	if !ok {
+		return ToolCall{}, false
+	}
+	return c.call, true
+}
+
+// RoundFrom returns the round a tool's Run belongs to and the call's index
+// in it. ok is false outside a tool call.
+func RoundFrom(ctx context.Context) (round *Round, index int, ok bool) {
+	c, ok := ctx.Value(callKey{}).(*callInfo)
+	if !ok {
+		return nil, 0, false
+	}
+	return c.round, c.index, true
+}
+
+// ArgumentsError reports tool arguments that cannot be used: text that is
+// not a JSON object, or (from a validating wrapper) arguments that do not
+// match the tool's schema. Its message, which the model receives as the
+// tool result, includes the schema so that the model can correct the call.
+type ArgumentsError struct {
+	Tool   string
+	Reason string
+	Schema Schema
+}
+
+func (e *ArgumentsError) Error() string {
+	msg := fmt.Sprintf("Invalid arguments for tool '%s': %s.", e.Tool, e.Reason)
+	if e.Schema != nil {
+		if b, err := json.Marshal(e.Schema); err == nil {
+			msg += " Call the tool again with arguments matching this JSON Schema: " + string(b)
+		}
+	}
+	return msg
 }
