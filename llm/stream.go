@@ -3,8 +3,9 @@ package llm
 import (
 	"context"
 	"iter"
-	"sync"
 	"time"
+
+	"github.com/agentry-dev/agentry/internal/stream"
 )
 
 // StreamEventType is one of the 13 UPP stream event types (UPP-1.3 §9.2).
@@ -73,15 +74,7 @@ type EventDelta struct {
 // generation, including in-flight tool calls; Turn then fails with
 // CANCELLED. All methods are safe for concurrent use.
 type StreamResult struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	run    func(ctx context.Context, emit func(StreamEvent)) (*Turn, error)
-
-	start  sync.Once
-	events chan StreamEvent
-	done   chan struct{}
-	turn   *Turn
-	err    error
+	s *stream.Stream[StreamEvent, *Turn]
 }
 
 // streamBuffer bounds how many events a producer may run ahead of its
@@ -89,68 +82,20 @@ type StreamResult struct {
 const streamBuffer = 64
 
 func newStreamResult(ctx context.Context, run func(ctx context.Context, emit func(StreamEvent)) (*Turn, error)) *StreamResult {
-	ctx, cancel := context.WithCancel(ctx)
-	return &StreamResult{
-		ctx: ctx, cancel: cancel, run: run,
-		events: make(chan StreamEvent, streamBuffer),
-		done:   make(chan struct{}),
-	}
+	return &StreamResult{stream.New(ctx, streamBuffer, run)}
 }
 
 // failedStream returns a StreamResult that fails with err.
 func failedStream(ctx context.Context, err error) *StreamResult {
-	return newStreamResult(ctx, func(context.Context, func(StreamEvent)) (*Turn, error) { return nil, err })
-}
-
-func (s *StreamResult) begin() {
-	s.start.Do(func() {
-		go func() {
-			defer close(s.done)
-			var mu sync.Mutex // tools of one round emit concurrently
-			emit := func(ev StreamEvent) {
-				mu.Lock()
-				defer mu.Unlock()
-				select {
-				case s.events <- ev:
-				case <-s.ctx.Done():
-				}
-			}
-			turn, err := s.run(s.ctx, emit)
-			mu.Lock()
-			close(s.events)
-			mu.Unlock()
-			s.turn, s.err = turn, err
-			s.cancel()
-		}()
-	})
+	return &StreamResult{stream.Failed[StreamEvent, *Turn](ctx, err)}
 }
 
 // Events returns the events as they arrive. A failure ends the sequence
 // with a final (zero event, error) pair.
-func (s *StreamResult) Events() iter.Seq2[StreamEvent, error] {
-	return func(yield func(StreamEvent, error) bool) {
-		s.begin()
-		for ev := range s.events {
-			if !yield(ev, nil) {
-				s.cancel()
-				return
-			}
-		}
-		<-s.done
-		if s.err != nil {
-			yield(StreamEvent{}, s.err)
-		}
-	}
-}
+func (s *StreamResult) Events() iter.Seq2[StreamEvent, error] { return s.s.Events() }
 
 // Turn waits for the generation to end and returns its Turn.
-func (s *StreamResult) Turn() (*Turn, error) {
-	s.begin()
-	for range s.events {
-	}
-	<-s.done
-	return s.turn, s.err
-}
+func (s *StreamResult) Turn() (*Turn, error) { return s.s.Result() }
 
 // Abort cancels the generation.
-func (s *StreamResult) Abort() { s.cancel() }
+func (s *StreamResult) Abort() { s.s.Abort() }
