@@ -350,12 +350,79 @@ func (l *LLMInstance) executeTools(ctx context.Context, calls []ToolCall, execut
 		results[0] = l.executeTool(ctx, round, 0, calls[0], record, emit, mw)
 		return results
 	}
+	var preds [][]int
+	if s := l.opts.ToolStrategy; s != nil && s.Schedule != nil {
+		preds = validSchedule(s.Schedule(calls), len(calls))
+	}
+	done := make([]chan struct{}, len(calls))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
 	var wg sync.WaitGroup
 	for i, call := range calls {
-		wg.Go(func() { results[i] = l.executeTool(ctx, round, i, call, record, emit, mw) })
+		wg.Go(func() {
+			defer close(done[i])
+			if preds != nil {
+				for _, p := range preds[i] {
+					<-done[p] // every call finishes, so this cannot hang
+				}
+			}
+			results[i] = l.executeTool(ctx, round, i, call, record, emit, mw)
+		})
 	}
 	wg.Wait()
 	return results
+}
+
+// validSchedule returns preds when it is a valid acyclic schedule for n
+// calls, else the sequential schedule (each call after the previous one).
+func validSchedule(preds [][]int, n int) [][]int {
+	if preds == nil {
+		return nil
+	}
+	ok := len(preds) == n
+	for i := 0; ok && i < n; i++ {
+		for _, p := range preds[i] {
+			ok = ok && p >= 0 && p < n && p != i
+		}
+	}
+	// Kahn's algorithm: a schedule is acyclic when every call can be ordered.
+	if ok {
+		indeg := make([]int, n)
+		next := make([][]int, n)
+		for i, ps := range preds {
+			for _, p := range ps {
+				indeg[i]++
+				next[p] = append(next[p], i)
+			}
+		}
+		var queue []int
+		for i := range indeg {
+			if indeg[i] == 0 {
+				queue = append(queue, i)
+			}
+		}
+		seen := 0
+		for len(queue) > 0 {
+			c := queue[0]
+			queue = queue[1:]
+			seen++
+			for _, x := range next[c] {
+				if indeg[x]--; indeg[x] == 0 {
+					queue = append(queue, x)
+				}
+			}
+		}
+		ok = seen == n
+	}
+	if ok {
+		return preds
+	}
+	seq := make([][]int, n)
+	for i := 1; i < n; i++ {
+		seq[i] = []int{i - 1}
+	}
+	return seq
 }
 
 func (l *LLMInstance) executeTool(ctx context.Context, round *Round, index int, call ToolCall, record func(ToolExecution), emit func(StreamEvent), mw *middlewareRun) ToolResult {

@@ -738,3 +738,43 @@ func TestRoundFrom(t *testing.T) {
 		t.Error("RoundFrom outside a call")
 	}
 }
+
+func TestToolScheduleOrdersCalls(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	mk := func(name string, d time.Duration) llm.Tool {
+		return llm.Tool{Name: name, Run: func(context.Context, map[string]any) (any, error) {
+			time.Sleep(d)
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			return name, nil
+		}}
+	}
+	tools := []llm.Tool{mk("a", 20*time.Millisecond), mk("b", 0), mk("c", 0)}
+	for name, tc := range map[string]struct {
+		preds [][]int
+		want  string
+	}{
+		"c after a, b free": {[][]int{nil, nil, {0}}, "b a c"},
+		"chain":             {[][]int{{1}, {2}, nil}, "c b a"},
+		"cyclic → in order": {[][]int{{2}, {0}, {1}}, "a b c"},
+		"out of range":      {[][]int{{7}, nil, nil}, "a b c"},
+	} {
+		order = nil
+		m := scripted.NewT(t, scripted.Step{ToolCalls: []llm.ToolCall{call("1", "a", nil), call("2", "b", nil), call("3", "c", nil)}}, scripted.Step{Text: "ok"})
+		preds := tc.preds
+		_, err := newLLM(t, m, llm.LLMOptions{Tools: tools, ToolStrategy: &llm.ToolUseStrategy{
+			Schedule: func([]llm.ToolCall) [][]int { return preds },
+		}}).Generate(context.Background(), nil, llm.Text("go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(order, " "); got != tc.want {
+			t.Errorf("%s: order %q, want %q", name, got, tc.want)
+		}
+		if got := resultsOf(t, m, 1); got[0].Result != "a" || got[2].Result != "c" {
+			t.Errorf("%s: results not in call order: %v", name, got)
+		}
+	}
+}

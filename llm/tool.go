@@ -144,6 +144,12 @@ type ToolUseStrategy struct {
 	OnError func(ctx context.Context, tool *Tool, args map[string]any, err error)
 	// OnMaxIterations is called once when the limit is hit, before the error.
 	OnMaxIterations func(ctx context.Context, maxIterations int)
+	// Schedule, when set, orders the calls of a round: preds[i] lists the
+	// indexes of the calls that must finish (whatever their outcome) before
+	// call i starts; the others still run concurrently. An invalid or
+	// cyclic schedule runs the round one call at a time in call order. This
+	// extends UPP-1.3: UAP's sequential and dependsOn tools use it.
+	Schedule func(calls []ToolCall) (preds [][]int)
 }
 
 func (s *ToolUseStrategy) maxIterations() int {
