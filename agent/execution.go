@@ -1,0 +1,277 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/agentry-dev/agentry/llm"
+)
+
+// ExecutionStrategy decides how an agent executes (UAP-1.1 §5): Loop,
+// ReAct and Plan in agent/execution, or a custom one. Execute runs one
+// agent call from ec.State and ec.Input to a Result.
+//
+// A strategy has a single code path for Generate and Stream: it uses the
+// ExecutionContext's primitives (Call, StartStep, EndStep, Finish), which
+// stream when the run is streamed. That is what makes a stream's Result
+// identical to what Generate returns (§11.3). Strategies must not keep
+// per-run state in the strategy value: one value serves concurrent runs.
+type ExecutionStrategy interface {
+	Name() string
+	Execute(ctx context.Context, ec *ExecutionContext) (*Result, error)
+}
+
+// Result is the outcome of a run (GenerateResult and ExecutionResult of
+// UAP-1.1).
+type Result struct {
+	// Turn merges every model call of the run: its Messages are the input
+	// followed by everything produced, its usage and tool executions those
+	// of all calls, its Response the last reply.
+	Turn *llm.Turn
+	// State is the state reached: the starting state plus the input and
+	// every message produced.
+	State *State
+}
+
+// ExecutionContext is what a strategy works with, and the primitives it
+// builds on. It serves one run.
+type ExecutionContext struct {
+	Agent *Agent
+	// LLM is the agent's UPP instance (UAP uses UPP directly).
+	LLM *llm.LLMInstance
+	// Input is the new input; nil when a run is resumed from its state.
+	Input llm.Message
+	// State is the state the run starts from, before Input.
+	State *State
+	// Hooks are the agent's strategy hooks (never nil).
+	Hooks *StrategyHooks
+	// SessionID is the checkpoint session ("" without checkpoints).
+	SessionID string
+
+	emit       func(Event)
+	mc         *MiddlewareContext
+	turns      []*llm.Turn
+	traces     []SubagentTrace
+	toolRounds int
+	last       *State // the latest state, for OnError
+}
+
+// Streaming reports whether the run is streamed.
+func (ec *ExecutionContext) Streaming() bool { return ec.emit != nil }
+
+// Emit sends a UAP event (nothing when not streaming).
+func (ec *ExecutionContext) Emit(typ EventType, step int, data map[string]any) {
+	if ec.emit != nil {
+		ec.emit(Event{Source: SourceUAP, UAP: &UAPEvent{Type: typ, Step: step, AgentID: ec.Agent.id, Data: data}})
+	}
+}
+
+// Begin returns the state a run works on: the starting state with the
+// input appended and the agent's ID in the metadata.
+func (ec *ExecutionContext) Begin() *State {
+	s := ec.State
+	if ec.Input != nil {
+		s = s.WithMessage(ec.Input)
+	}
+	s = s.WithMetadata(MetadataAgentID, ec.Agent.id)
+	ec.last = s
+	return s
+}
+
+// StartStep begins the next step: it numbers it (the state's step + 1,
+// so numbering continues across runs of a session), calls OnStepStart and
+// emits step_start with data.
+func (ec *ExecutionContext) StartStep(ctx context.Context, state *State, data map[string]any) (*State, int) {
+	step := state.Step() + 1
+	state = state.WithStep(step)
+	ec.last = state
+	if ec.Hooks.OnStepStart != nil {
+		ec.Hooks.OnStepStart(ctx, step, state)
+	}
+	ec.Emit(EventStepStart, step, data)
+	return state, step
+}
+
+// Call makes one model call with inst (usually ec.LLM): one cycle of the
+// UPP tool loop (llm.GenerateStep, or StreamStep when streaming, forwarding
+// its events), with the run's ToolContext in the tools' context. The turn
+// becomes part of the run's merged Turn. history is sent as is; inputs are
+// new messages.
+func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, inst *llm.LLMInstance, history []llm.Message, inputs ...llm.Input) (*llm.Turn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, llm.AsError(err, ec.Agent.provider(), llm.Cancelled)
+	}
+	tc := &ToolContext{AgentID: ec.Agent.id, SessionID: ec.SessionID, Step: step, State: state, emit: ec.emit}
+	limit := ec.Agent.toolRoundLimit
+	if limit > 0 && ec.toolRounds >= limit {
+		tc.roundsExhausted = true
+	}
+	cctx := context.WithValue(ctx, toolContextKey{}, tc)
+	var (
+		turn *llm.Turn
+		err  error
+	)
+	if ec.emit == nil {
+		turn, err = inst.GenerateStep(cctx, history, inputs...)
+	} else {
+		s := inst.StreamStep(cctx, history, inputs...)
+		for ev, evErr := range s.Events() {
+			if evErr != nil {
+				break
+			}
+			ec.emit(Event{Source: SourceUPP, UPP: &ev})
+		}
+		turn, err = s.Turn()
+	}
+	ec.traces = append(ec.traces, tc.takeTraces()...)
+	if err != nil {
+		return nil, err
+	}
+	ec.turns = append(ec.turns, turn)
+	if turn.Response != nil && turn.Response.HasToolCalls() {
+		if tc.roundsExhausted {
+			if h := ec.Agent.opts.ToolStrategy; h != nil && h.OnMaxIterations != nil {
+				h.OnMaxIterations(ctx, limit)
+			}
+			return nil, llm.NewError(llm.InvalidRequest, ec.Agent.provider(), fmt.Sprintf("tool execution exceeded maximum iterations (%d)", limit), nil)
+		}
+		ec.toolRounds++
+	}
+	return turn, nil
+}
+
+// EndStep finishes a step whose model call(s) produced turn (nil when the
+// step made none) and reached state: it records sub-agent traces, calls
+// OnAct/OnObserve and OnStepEnd, emits action/observation and step_end,
+// runs the middleware step hooks (which may replace the state), queues the
+// checkpoint, and evaluates StopCondition. It returns the state to
+// continue from and whether to stop; an error from a step hook ends the
+// run.
+func (ec *ExecutionContext) EndStep(ctx context.Context, step int, turn *llm.Turn, state *State, data map[string]any) (*State, bool, error) {
+	for _, t := range ec.traces {
+		state = state.WithSubagentTrace(t)
+	}
+	ec.traces = nil
+	if turn != nil {
+		var calls []llm.ToolCall
+		for _, m := range turn.Messages {
+			if a, ok := m.(*llm.AssistantMessage); ok {
+				calls = append(calls, a.ToolCalls...)
+			}
+		}
+		if len(calls) > 0 {
+			if ec.Hooks.OnAct != nil {
+				ec.Hooks.OnAct(ctx, step, calls)
+			}
+			ec.Emit(EventAction, step, map[string]any{"toolCalls": calls})
+		}
+		if len(turn.ToolExecutions) > 0 {
+			if ec.Hooks.OnObserve != nil {
+				ec.Hooks.OnObserve(ctx, step, turn.ToolExecutions)
+			}
+			ec.Emit(EventObservation, step, map[string]any{"observations": turn.ToolExecutions})
+		}
+	}
+	ec.last = state
+	if ec.Hooks.OnStepEnd != nil {
+		ec.Hooks.OnStepEnd(ctx, step, &Result{Turn: turn, State: state})
+	}
+	ec.Emit(EventStepEnd, step, data)
+	var hookErr error
+	for _, m := range ec.Agent.opts.Middleware {
+		h, ok := m.(StepHook)
+		if !ok {
+			continue
+		}
+		next, err := h.OnStep(ctx, ec.mc, StepInfo{Step: step, Turn: turn, State: state})
+		if next != nil {
+			state = next
+		}
+		if err != nil {
+			hookErr = err
+			break
+		}
+	}
+	ec.last = state
+	ec.Agent.checkpoint(ec.SessionID, state)
+	if hookErr != nil {
+		return state, true, hookErr
+	}
+	stop := ec.Hooks.StopCondition != nil && ec.Hooks.StopCondition(ctx, state)
+	return state, stop, nil
+}
+
+// Finish completes the run: it merges the run's model calls into one
+// Turn, records the session in the state's metadata, and calls OnComplete.
+func (ec *ExecutionContext) Finish(ctx context.Context, state *State) *Result {
+	if ec.SessionID != "" {
+		state = state.WithMetadata(MetadataSessionID, ec.SessionID)
+	}
+	r := &Result{Turn: ec.mergedTurn(), State: state}
+	ec.last = state
+	if ec.Hooks.OnComplete != nil {
+		ec.Hooks.OnComplete(ctx, r)
+	}
+	return r
+}
+
+func (ec *ExecutionContext) mergedTurn() *llm.Turn {
+	t := &llm.Turn{}
+	if ec.Input != nil {
+		t.Messages = append(t.Messages, ec.Input)
+	}
+	var usage []llm.TokenUsage
+	for _, x := range ec.turns {
+		msgs := x.Messages
+		if len(t.Messages) > 0 && len(msgs) > 0 && msgs[0] == t.Messages[len(t.Messages)-1] {
+			msgs = msgs[1:] // the input passed as a call input
+		}
+		t.Messages = append(t.Messages, msgs...)
+		t.ToolExecutions = append(t.ToolExecutions, x.ToolExecutions...)
+		t.Cycles += x.Cycles
+		usage = append(usage, x.Usage)
+		if x.Response != nil {
+			t.Response = x.Response
+		}
+		if x.Data != nil {
+			t.Data = x.Data
+		}
+	}
+	for _, u := range usage {
+		t.Usage = t.Usage.Add(u)
+	}
+	t.Messages = slices.Clip(t.Messages)
+	return t
+}
+
+// RunLoop runs the loop strategy (UAP-1.1 §5.2): each step is one model
+// call and the round of tools it requests; the run ends when a reply asks
+// for no tools, when StopCondition says so, or after maxIterations tool
+// rounds (0 or llm.Infinity: no limit). The default strategy and
+// execution.Loop are RunLoop; custom strategies may build on it.
+func (ec *ExecutionContext) RunLoop(ctx context.Context, maxIterations int) (*Result, error) {
+	state := ec.Begin()
+	for rounds := 0; ; {
+		var step int
+		state, step = ec.StartStep(ctx, state, map[string]any{"iteration": state.Step() + 1})
+		turn, err := ec.Call(ctx, step, state, ec.LLM, state.messages)
+		if err != nil {
+			return nil, err
+		}
+		state = state.WithMessages(turn.Messages...)
+		var stop bool
+		state, stop, err = ec.EndStep(ctx, step, turn, state, map[string]any{"iteration": step})
+		if err != nil {
+			return nil, err
+		}
+		if stop || turn.Response == nil || !turn.Response.HasToolCalls() {
+			break
+		}
+		rounds++
+		if maxIterations > 0 && maxIterations != llm.Infinity && rounds >= maxIterations {
+			break
+		}
+	}
+	return ec.Finish(ctx, state), nil
+}

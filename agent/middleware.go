@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"context"
+
+	"github.com/agentry-dev/agentry/llm"
+)
+
+// Middleware wraps agent execution (UAP-1.1 §9). Before runs in slice
+// order before the strategy, After in reverse order on its result, and
+// OnError in reverse order on a failure: the first that returns a result
+// recovers the run. Implementations must be safe for concurrent runs.
+//
+// A middleware may also implement StepHook to act between steps, and
+// ToolWrapper to wrap the agent's tools. The agent/middleware package has
+// Logging, Budget, ContextWindow and ToolArgumentRepair.
+type Middleware interface {
+	Name() string
+	// Before may return a replacement context (a changed input or state);
+	// nil keeps mc.
+	Before(ctx context.Context, mc *MiddlewareContext) (*MiddlewareContext, error)
+	// After may replace the result.
+	After(ctx context.Context, mc *MiddlewareContext, result *Result) (*Result, error)
+	// OnError may recover from err by returning a result; nil passes the
+	// error on.
+	OnError(ctx context.Context, mc *MiddlewareContext, err error) (*Result, error)
+}
+
+// MiddlewareContext is what middleware sees of a run.
+type MiddlewareContext struct {
+	Agent *Agent
+	// Input is the new input; nil when a run is resumed.
+	Input llm.Message
+	// State is the state the run starts from.
+	State *State
+	// Streaming reports whether the run is a Stream.
+	Streaming bool
+	// Metadata is shared by the middleware of one run.
+	Metadata map[string]any
+}
+
+// StepHook is an optional interface of Middleware: OnStep is called after
+// every step of every strategy (after the checkpoint is queued), in slice
+// order. It may return a replacement state (e.g. a pruned context) that the
+// strategy continues from, and an error that ends the run.
+type StepHook interface {
+	OnStep(ctx context.Context, mc *MiddlewareContext, step StepInfo) (*State, error)
+}
+
+// StepInfo describes a finished step.
+type StepInfo struct {
+	Step  int
+	Turn  *llm.Turn // the step's model call(s)
+	State *State    // the state reached
+}
+
+// ToolWrapper is an optional interface of Middleware: WrapTool returns the
+// tool to use in place of t (typically with Run wrapped). It is applied
+// once per tool when the agent is created.
+type ToolWrapper interface {
+	WrapTool(t llm.Tool) llm.Tool
+}
+
+// MiddlewareFuncs adapts functions to Middleware; nil fields do nothing.
+type MiddlewareFuncs struct {
+	MiddlewareName string
+	BeforeFunc     func(ctx context.Context, mc *MiddlewareContext) (*MiddlewareContext, error)
+	AfterFunc      func(ctx context.Context, mc *MiddlewareContext, result *Result) (*Result, error)
+	OnErrorFunc    func(ctx context.Context, mc *MiddlewareContext, err error) (*Result, error)
+}
+
+// Name returns MiddlewareName.
+func (m MiddlewareFuncs) Name() string { return m.MiddlewareName }
+
+// Before calls BeforeFunc.
+func (m MiddlewareFuncs) Before(ctx context.Context, mc *MiddlewareContext) (*MiddlewareContext, error) {
+	if m.BeforeFunc == nil {
+		return nil, nil
+	}
+	return m.BeforeFunc(ctx, mc)
+}
+
+// After calls AfterFunc.
+func (m MiddlewareFuncs) After(ctx context.Context, mc *MiddlewareContext, r *Result) (*Result, error) {
+	if m.AfterFunc == nil {
+		return r, nil
+	}
+	return m.AfterFunc(ctx, mc, r)
+}
+
+// OnError calls OnErrorFunc.
+func (m MiddlewareFuncs) OnError(ctx context.Context, mc *MiddlewareContext, err error) (*Result, error) {
+	if m.OnErrorFunc == nil {
+		return nil, nil
+	}
+	return m.OnErrorFunc(ctx, mc, err)
+}
