@@ -215,11 +215,14 @@ func (a *Agent) Resume(ctx context.Context, sessionID string) (*Result, error) {
 	if a.opts.Checkpoints == nil {
 		return nil, errors.New("agent: Resume needs Options.Checkpoints")
 	}
+	if err := a.FlushCheckpoints(ctx); err != nil { // this process's pending saves come first
+		return nil, err
+	}
 	s, err := a.opts.Checkpoints.Load(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
-	if n := len(s.messages); n > 0 && len(s.plan) == 0 {
+	if n := len(s.messages); n > 0 && !planUnfinished(s.plan) {
 		if m, ok := s.messages[n-1].(*llm.AssistantMessage); ok && !m.HasToolCalls() {
 			return nil, ErrNothingToResume
 		}
@@ -304,4 +307,13 @@ func (defaultLoop) Name() string { return "loop" }
 
 func (defaultLoop) Execute(ctx context.Context, ec *ExecutionContext) (*Result, error) {
 	return ec.RunLoop(ctx, 0)
+}
+
+func planUnfinished(plan []PlanStep) bool {
+	for _, p := range plan {
+		if p.Status != PlanCompleted {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/agentry-dev/agentry/llm"
 )
@@ -49,12 +50,14 @@ type ExecutionContext struct {
 	// SessionID is the checkpoint session ("" without checkpoints).
 	SessionID string
 
-	emit       func(Event)
-	mc         *MiddlewareContext
+	emit func(Event)
+	mc   *MiddlewareContext
+	last *State // the latest state, for OnError
+
+	mu         sync.Mutex // Call may run concurrently (plan steps)
 	turns      []*llm.Turn
 	traces     []SubagentTrace
 	toolRounds int
-	last       *State // the latest state, for OnError
 }
 
 // Streaming reports whether the run is streamed.
@@ -97,16 +100,17 @@ func (ec *ExecutionContext) StartStep(ctx context.Context, state *State, data ma
 // UPP tool loop (llm.GenerateStep, or StreamStep when streaming, forwarding
 // its events), with the run's ToolContext in the tools' context. The turn
 // becomes part of the run's merged Turn. history is sent as is; inputs are
-// new messages.
+// new messages. Call is safe for concurrent use (the plan strategy runs
+// independent steps at once); the other primitives are not.
 func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, inst *llm.LLMInstance, history []llm.Message, inputs ...llm.Input) (*llm.Turn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, llm.AsError(err, ec.Agent.provider(), llm.Cancelled)
 	}
 	tc := &ToolContext{AgentID: ec.Agent.id, SessionID: ec.SessionID, Step: step, State: state, emit: ec.emit}
 	limit := ec.Agent.toolRoundLimit
-	if limit > 0 && ec.toolRounds >= limit {
-		tc.roundsExhausted = true
-	}
+	ec.mu.Lock()
+	tc.roundsExhausted = limit > 0 && ec.toolRounds >= limit
+	ec.mu.Unlock()
 	cctx := context.WithValue(ctx, toolContextKey{}, tc)
 	var (
 		turn *llm.Turn
@@ -124,6 +128,8 @@ func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, in
 		}
 		turn, err = s.Turn()
 	}
+	ec.mu.Lock()
+	defer ec.mu.Unlock()
 	ec.traces = append(ec.traces, tc.takeTraces()...)
 	if err != nil {
 		return nil, err
@@ -149,10 +155,13 @@ func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, in
 // continue from and whether to stop; an error from a step hook ends the
 // run.
 func (ec *ExecutionContext) EndStep(ctx context.Context, step int, turn *llm.Turn, state *State, data map[string]any) (*State, bool, error) {
-	for _, t := range ec.traces {
+	ec.mu.Lock()
+	traces := ec.traces
+	ec.traces = nil
+	ec.mu.Unlock()
+	for _, t := range traces {
 		state = state.WithSubagentTrace(t)
 	}
-	ec.traces = nil
 	if turn != nil {
 		var calls []llm.ToolCall
 		for _, m := range turn.Messages {
@@ -217,29 +226,38 @@ func (ec *ExecutionContext) Finish(ctx context.Context, state *State) *Result {
 }
 
 func (ec *ExecutionContext) mergedTurn() *llm.Turn {
+	ec.mu.Lock()
+	defer ec.mu.Unlock()
+	return MergeTurns(ec.Input, ec.turns...)
+}
+
+// MergeTurns combines the turns of consecutive model calls into one: the
+// messages in order (preceded by input when not nil, which is not repeated
+// when a turn starts with it), tool executions and usage of all, the last
+// response and the last structured data.
+func MergeTurns(input llm.Message, turns ...*llm.Turn) *llm.Turn {
 	t := &llm.Turn{}
-	if ec.Input != nil {
-		t.Messages = append(t.Messages, ec.Input)
+	if input != nil {
+		t.Messages = append(t.Messages, input)
 	}
-	var usage []llm.TokenUsage
-	for _, x := range ec.turns {
+	for _, x := range turns {
+		if x == nil {
+			continue
+		}
 		msgs := x.Messages
 		if len(t.Messages) > 0 && len(msgs) > 0 && msgs[0] == t.Messages[len(t.Messages)-1] {
-			msgs = msgs[1:] // the input passed as a call input
+			msgs = msgs[1:]
 		}
 		t.Messages = append(t.Messages, msgs...)
 		t.ToolExecutions = append(t.ToolExecutions, x.ToolExecutions...)
 		t.Cycles += x.Cycles
-		usage = append(usage, x.Usage)
+		t.Usage = t.Usage.Add(x.Usage)
 		if x.Response != nil {
 			t.Response = x.Response
 		}
 		if x.Data != nil {
 			t.Data = x.Data
 		}
-	}
-	for _, u := range usage {
-		t.Usage = t.Usage.Add(u)
 	}
 	t.Messages = slices.Clip(t.Messages)
 	return t
