@@ -3,13 +3,9 @@ package anthropic
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"math"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentry-dev/agentry/internal/sse"
@@ -27,75 +23,41 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// conformanceServer renders llmtest replies in the Messages API wire format.
-type conformanceServer struct {
-	t        *testing.T
-	mu       sync.Mutex
-	replies  []llmtest.Reply
-	observed []llmtest.Observed
-}
+// conformanceVendor speaks the Messages API wire format for llmtest.
+type conformanceVendor struct{ method StructuredOutput }
 
 func newConformanceTarget(t *testing.T, method StructuredOutput) llmtest.Target {
-	s := &conformanceServer{t: t}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(srv.Close)
-	return llmtest.Target{
-		Model:  Model("claude-conformance", &Options{StructuredOutput: method}),
-		Config: llm.ProviderConfig{BaseURL: srv.URL, APIKey: llm.StaticKey("conformance-key")},
-		Params: map[string]any{"max_tokens": 1024}, // the Messages API requires it
-		Script: func(replies ...llmtest.Reply) {
-			s.mu.Lock()
-			s.replies = append(s.replies, replies...)
-			s.mu.Unlock()
-		},
-		Requests: func() []llmtest.Observed {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return append([]llmtest.Observed(nil), s.observed...)
-		},
-		Reasoning: true,
-	}
+	tg := llmtest.NewServer(t, conformanceVendor{method})
+	tg.Model = Model("claude-conformance", &Options{StructuredOutput: method})
+	tg.Config.APIKey = llm.StaticKey("conformance-key")
+	tg.Params = map[string]any{"max_tokens": 1024} // the Messages API requires it
+	tg.Reasoning = true
+	return tg
 }
 
-func (s *conformanceServer) serve(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
+func (conformanceVendor) Observe(r *http.Request, raw []byte) (llmtest.Observed, error) {
 	var body map[string]any
 	if err := json.Unmarshal(raw, &body); err != nil {
-		s.t.Errorf("request body is not JSON: %v", err)
-		http.Error(w, "bad body", http.StatusBadRequest)
-		return
+		return llmtest.Observed{}, fmt.Errorf("request body is not JSON: %v", err)
 	}
-	obs := observe(body)
-	s.mu.Lock()
-	s.observed = append(s.observed, obs)
-	if len(s.replies) == 0 {
-		s.mu.Unlock()
-		s.t.Errorf("request %d with no scripted reply", len(s.observed))
-		writeAPIError(w, http.StatusInternalServerError, "no scripted reply")
-		return
-	}
-	rep := s.replies[0]
-	s.replies = s.replies[1:]
-	s.mu.Unlock()
+	return observe(body), nil
+}
 
-	switch {
-	case rep.Hang:
-		<-r.Context().Done()
-		return
-	case rep.Status != 0:
-		if rep.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(rep.RetryAfter.Seconds()))))
-		}
-		writeAPIError(w, rep.Status, rep.ErrorMessage)
-		return
-	}
-	msg := renderMessage(rep, hasJSONResponseTool(body))
+func (v conformanceVendor) WriteReply(w http.ResponseWriter, obs llmtest.Observed, rep llmtest.Reply) {
+	// With the tool method a structured request carries the json_response
+	// tool (observe counts it as Structured), so the object comes back as
+	// its input.
+	msg := renderMessage(rep, v.method == StructuredOutputTool && obs.Structured)
 	if obs.Stream {
 		writeStream(w, msg)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(msg)
+}
+
+func (conformanceVendor) WriteError(w http.ResponseWriter, rep llmtest.Reply) {
+	writeAPIError(w, rep.Status, rep.ErrorMessage)
 }
 
 func writeAPIError(w http.ResponseWriter, status int, message string) {

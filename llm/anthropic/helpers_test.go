@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,12 +10,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/internal/providertest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden request bodies in testdata/golden")
 
 // reply is one scripted HTTP answer of the fake server.
 type reply struct {
@@ -144,32 +140,7 @@ func newLLM(t testing.TB, f *fake, o llm.LLMOptions, opts *Options) *llm.LLMInst
 // rewriting the file under -update.
 func checkGolden(t testing.TB, name string, body []byte) {
 	t.Helper()
-	var got any
-	if err := json.Unmarshal(body, &got); err != nil {
-		t.Fatalf("request body is not JSON: %v", err)
-	}
-	path := filepath.Join("testdata", "golden", name+".json")
-	if *update {
-		pretty, err := json.MarshalIndent(got, "", "  ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, append(pretty, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	var want any
-	if err := json.Unmarshal(data, &want); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("request body differs from %s (-want +got):\n%s", path, diff)
-	}
+	providertest.CheckJSON(t, filepath.Join("testdata", "golden", name+".json"), json.RawMessage(body))
 }
 
 // collect gathers a stream's events, failing the test on error.

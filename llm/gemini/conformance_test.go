@@ -2,13 +2,11 @@ package gemini
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentry-dev/agentry/llm"
@@ -19,38 +17,19 @@ func TestConformance(t *testing.T) {
 	llmtest.Run(t, newConformanceTarget)
 }
 
-// conformanceServer speaks the Gemini wire format for llmtest: it renders
+// conformanceVendor speaks the Gemini wire format for llmtest: it renders
 // scripted replies as generateContent answers or SSE streams and decodes
 // each request into an llmtest.Observed.
-type conformanceServer struct {
-	t        *testing.T
-	mu       sync.Mutex
-	queue    []llmtest.Reply
-	observed []llmtest.Observed
-	stop     chan struct{}
-	n        int
+type conformanceVendor struct {
+	n atomic.Int64 // replies written, for their responseId
 }
 
 func newConformanceTarget(t *testing.T) llmtest.Target {
-	s := &conformanceServer{t: t, stop: make(chan struct{})}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(s.stop) }) // runs first: releases hanging handlers
-	return llmtest.Target{
-		Model:  Model("gemini-conformance", nil),
-		Config: llm.ProviderConfig{BaseURL: srv.URL, APIKey: llm.StaticKey(testKey)},
-		Script: func(replies ...llmtest.Reply) {
-			s.mu.Lock()
-			s.queue = append(s.queue, replies...)
-			s.mu.Unlock()
-		},
-		Requests: func() []llmtest.Observed {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return append([]llmtest.Observed(nil), s.observed...)
-		},
-		Reasoning: true,
-	}
+	tg := llmtest.NewServer(t, &conformanceVendor{})
+	tg.Model = Model("gemini-conformance", nil)
+	tg.Config.APIKey = llm.StaticKey(testKey)
+	tg.Reasoning = true
+	return tg
 }
 
 var grpcStatus = map[int]string{
@@ -58,62 +37,40 @@ var grpcStatus = map[int]string{
 	429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
 }
 
-func (s *conformanceServer) serve(w http.ResponseWriter, r *http.Request) {
+func (*conformanceVendor) Observe(r *http.Request, data []byte) (llmtest.Observed, error) {
+	var errs []error
 	stream := strings.HasSuffix(r.URL.Path, ":streamGenerateContent")
 	if !stream && !strings.HasSuffix(r.URL.Path, ":generateContent") {
-		s.t.Errorf("unexpected path %s", r.URL.Path)
+		errs = append(errs, fmt.Errorf("unexpected path %s", r.URL.Path))
 	}
 	if stream && r.URL.Query().Get("alt") != "sse" {
-		s.t.Errorf("streaming request without alt=sse: %s", r.URL)
+		errs = append(errs, fmt.Errorf("streaming request without alt=sse: %s", r.URL))
 	}
 	if r.Header.Get("x-goog-api-key") != testKey {
-		s.t.Errorf("x-goog-api-key = %q", r.Header.Get("x-goog-api-key"))
+		errs = append(errs, fmt.Errorf("x-goog-api-key = %q", r.Header.Get("x-goog-api-key")))
 	}
 	var body map[string]any
-	data, _ := io.ReadAll(r.Body)
 	if err := json.Unmarshal(data, &body); err != nil {
-		s.t.Errorf("request body is not a JSON object: %v", err)
+		errs = append(errs, fmt.Errorf("request body is not a JSON object: %v", err))
 	}
-	s.mu.Lock()
-	s.observed = append(s.observed, observe(body, stream))
-	if len(s.queue) == 0 {
-		s.mu.Unlock()
-		s.t.Errorf("request with an empty reply queue")
-		http.Error(w, `{"error":{"code":500,"message":"no scripted reply","status":"INTERNAL"}}`, 500)
-		return
-	}
-	rep := s.queue[0]
-	s.queue = s.queue[1:]
-	s.n++
-	n := s.n
-	s.mu.Unlock()
+	return observe(body, stream), errors.Join(errs...)
+}
 
-	switch {
-	case rep.Hang:
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		select {
-		case <-r.Context().Done():
-		case <-s.stop:
-		}
-		return
-	case rep.Status != 0:
-		w.Header().Set("Content-Type", "application/json")
-		if rep.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(rep.RetryAfter.Seconds())))
-		}
-		w.WriteHeader(rep.Status)
-		e := map[string]any{"code": rep.Status, "message": rep.ErrorMessage, "status": grpcStatus[rep.Status]}
-		if rep.RetryAfter > 0 {
-			e["details"] = []any{map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": fmt.Sprintf("%ds", int(rep.RetryAfter.Seconds()))}}
-		}
-		json.NewEncoder(w).Encode(map[string]any{"error": e})
-		return
+func (*conformanceVendor) WriteError(w http.ResponseWriter, rep llmtest.Reply) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(rep.Status)
+	e := map[string]any{"code": rep.Status, "message": rep.ErrorMessage, "status": grpcStatus[rep.Status]}
+	if rep.RetryAfter > 0 {
+		e["details"] = []any{map[string]any{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": fmt.Sprintf("%ds", int(rep.RetryAfter.Seconds()))}}
 	}
+	json.NewEncoder(w).Encode(map[string]any{"error": e})
+}
 
+func (v *conformanceVendor) WriteReply(w http.ResponseWriter, obs llmtest.Observed, rep llmtest.Reply) {
+	n := int(v.n.Add(1))
 	usage := map[string]any{"promptTokenCount": rep.InputTokens, "candidatesTokenCount": rep.OutputTokens, "totalTokenCount": rep.InputTokens + rep.OutputTokens}
 	chunks := replyChunks(rep)
-	if !stream {
+	if !obs.Stream {
 		var parts []any
 		for _, c := range chunks {
 			parts = append(parts, c...)

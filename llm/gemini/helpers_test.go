@@ -3,7 +3,6 @@ package gemini
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,10 +13,8 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/llm"
-	"github.com/google/go-cmp/cmp"
+	"github.com/agentry-dev/agentry/llm/internal/providertest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden request bodies in testdata/golden")
 
 // testKey is the API key the tests use; it must never appear in an error.
 const testKey = "test-key-5ecr3t"
@@ -122,32 +119,7 @@ func errorReply(t *testing.T, status int, name string) reply {
 // (rewritten with -update).
 func checkGolden(t *testing.T, name string, body []byte) {
 	t.Helper()
-	var got any
-	if err := json.Unmarshal(body, &got); err != nil {
-		t.Fatalf("request body is not JSON: %v\n%s", err, body)
-	}
-	path := filepath.Join("testdata", "golden", name+".json")
-	if *update {
-		b, err := json.MarshalIndent(got, "", "  ")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	var want any
-	if err := json.Unmarshal(data, &want); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("request body differs from %s (-want +got):\n%s", path, diff)
-	}
+	providertest.CheckJSON(t, filepath.Join("testdata", "golden", name+".json"), json.RawMessage(body))
 }
 
 func testCtx(t *testing.T) context.Context {

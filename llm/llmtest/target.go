@@ -6,6 +6,11 @@
 // tool round trips, structured output, reasoning, params passthrough,
 // history, error normalization, retries and cancellation.
 //
+// NewServer builds such a Target for an HTTP provider: it runs the reply
+// queue, the request record, hanging and error replies, and leaves to a
+// Vendor only what differs between vendors — decoding a request into an
+// Observed and writing a reply or an error in the vendor's format.
+//
 // The scripted model (llm/scripted) passes the kit too.
 package llmtest
 

@@ -2,11 +2,8 @@ package ollama
 
 import (
 	"encoding/json"
-	"io"
+	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
-	"sync"
 	"testing"
 
 	"github.com/agentry-dev/agentry/llm"
@@ -17,37 +14,17 @@ func TestConformance(t *testing.T) {
 	llmtest.Run(t, newConformanceTarget)
 }
 
-// conformanceServer speaks Ollama's /api/chat for llmtest: it renders
+// conformanceVendor speaks Ollama's /api/chat for llmtest: it renders
 // scripted replies as a JSON reply or an NDJSON stream and decodes each
 // request into an llmtest.Observed.
-type conformanceServer struct {
-	t        *testing.T
-	mu       sync.Mutex
-	queue    []llmtest.Reply
-	observed []llmtest.Observed
-	stop     chan struct{}
-}
+type conformanceVendor struct{}
 
 func newConformanceTarget(t *testing.T) llmtest.Target {
-	s := &conformanceServer{t: t, stop: make(chan struct{})}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { close(s.stop) }) // runs first: releases hanging handlers
-	return llmtest.Target{
-		Model:  Model("llama3.2", nil),
-		Config: llm.ProviderConfig{BaseURL: srv.URL, APIKey: llm.StaticKey("test-key")},
-		Script: func(replies ...llmtest.Reply) {
-			s.mu.Lock()
-			s.queue = append(s.queue, replies...)
-			s.mu.Unlock()
-		},
-		Requests: func() []llmtest.Observed {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return append([]llmtest.Observed(nil), s.observed...)
-		},
-		Reasoning: true,
-	}
+	tg := llmtest.NewServer(t, conformanceVendor{})
+	tg.Model = Model("llama3.2", nil)
+	tg.Config.APIKey = llm.StaticKey("test-key")
+	tg.Reasoning = true
+	return tg
 }
 
 // conformanceRequest is the part of a chat request the kit observes.
@@ -69,20 +46,14 @@ type conformanceRequest struct {
 	Format json.RawMessage `json:"format"`
 }
 
-func (s *conformanceServer) serve(w http.ResponseWriter, r *http.Request) {
-	data, err := io.ReadAll(r.Body)
-	if err != nil {
-		return
-	}
+func (conformanceVendor) Observe(r *http.Request, data []byte) (llmtest.Observed, error) {
 	if r.Method != http.MethodPost || r.URL.Path != "/api/chat" {
-		s.t.Errorf("unexpected %s %s", r.Method, r.URL.Path)
-		http.NotFound(w, r)
-		return
+		return llmtest.Observed{}, fmt.Errorf("unexpected %s %s", r.Method, r.URL.Path)
 	}
 	var req conformanceRequest
 	var top map[string]any
 	if err := json.Unmarshal(data, &req); err != nil {
-		s.t.Errorf("request body: %v", err)
+		return llmtest.Observed{}, fmt.Errorf("request body: %v", err)
 	}
 	json.Unmarshal(data, &top)
 	obs := llmtest.Observed{Stream: req.Stream != nil && *req.Stream, Structured: len(req.Format) > 0, Params: map[string]any{}}
@@ -113,49 +84,11 @@ func (s *conformanceServer) serve(w http.ResponseWriter, r *http.Request) {
 	for _, tool := range req.Tools {
 		obs.Tools = append(obs.Tools, tool.Function.Name)
 	}
+	return obs, nil
+}
 
-	s.mu.Lock()
-	s.observed = append(s.observed, obs)
-	if len(s.queue) == 0 {
-		s.mu.Unlock()
-		s.t.Errorf("request %d with an empty script", len(s.observed))
-		http.Error(w, `{"error":"no scripted reply"}`, http.StatusInternalServerError)
-		return
-	}
-	rep := s.queue[0]
-	s.queue = s.queue[1:]
-	s.mu.Unlock()
-
-	switch {
-	case rep.Hang:
-		select {
-		case <-r.Context().Done():
-		case <-s.stop:
-		}
-	case rep.Status != 0:
-		if rep.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(rep.RetryAfter.Seconds())))
-		}
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		w.WriteHeader(rep.Status)
-		json.NewEncoder(w).Encode(map[string]string{"error": rep.ErrorMessage})
-	case obs.Stream:
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		enc := json.NewEncoder(w) // one object per line
-		chunk := func(msg map[string]any) {
-			enc.Encode(map[string]any{"model": "llama3.2", "created_at": "2025-01-01T00:00:00Z", "message": msg, "done": false})
-		}
-		for _, part := range split(rep.Reasoning) {
-			chunk(map[string]any{"role": "assistant", "content": "", "thinking": part})
-		}
-		for _, part := range split(rep.Text + rep.Object) {
-			chunk(map[string]any{"role": "assistant", "content": part})
-		}
-		if len(rep.ToolCalls) > 0 {
-			chunk(map[string]any{"role": "assistant", "content": "", "tool_calls": toolCalls(rep.ToolCalls)})
-		}
-		enc.Encode(final(rep, map[string]any{"role": "assistant", "content": ""}))
-	default:
+func (conformanceVendor) WriteReply(w http.ResponseWriter, obs llmtest.Observed, rep llmtest.Reply) {
+	if !obs.Stream {
 		msg := map[string]any{"role": "assistant", "content": rep.Text + rep.Object}
 		if rep.Reasoning != "" {
 			msg["thinking"] = rep.Reasoning
@@ -165,7 +98,29 @@ func (s *conformanceServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		json.NewEncoder(w).Encode(final(rep, msg))
+		return
 	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w) // one object per line
+	chunk := func(msg map[string]any) {
+		enc.Encode(map[string]any{"model": "llama3.2", "created_at": "2025-01-01T00:00:00Z", "message": msg, "done": false})
+	}
+	for _, part := range split(rep.Reasoning) {
+		chunk(map[string]any{"role": "assistant", "content": "", "thinking": part})
+	}
+	for _, part := range split(rep.Text + rep.Object) {
+		chunk(map[string]any{"role": "assistant", "content": part})
+	}
+	if len(rep.ToolCalls) > 0 {
+		chunk(map[string]any{"role": "assistant", "content": "", "tool_calls": toolCalls(rep.ToolCalls)})
+	}
+	enc.Encode(final(rep, map[string]any{"role": "assistant", "content": ""}))
+}
+
+func (conformanceVendor) WriteError(w http.ResponseWriter, rep llmtest.Reply) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(rep.Status)
+	json.NewEncoder(w).Encode(map[string]string{"error": rep.ErrorMessage})
 }
 
 func final(rep llmtest.Reply, msg map[string]any) map[string]any {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,13 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/internal/providertest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden request bodies in testdata")
 
 // recorded is one request the fake server received.
 type recorded struct {
@@ -132,31 +128,7 @@ func newLLM(t *testing.T, opts llm.LLMOptions) *llm.LLMInstance {
 // the file.
 func checkGolden(t *testing.T, name string, got any) {
 	t.Helper()
-	path := filepath.Join("testdata", name)
-	gotJSON, err := json.MarshalIndent(got, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if *update {
-		if err := os.WriteFile(path, append(gotJSON, '\n'), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	wantJSON, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	var want, gotV any
-	if err := json.Unmarshal(wantJSON, &want); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(gotJSON, &gotV); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want, gotV); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
-	}
+	providertest.CheckJSON(t, filepath.Join("testdata", name), got)
 }
 
 // asError returns err as an *llm.Error or fails the test.

@@ -5,7 +5,6 @@ package openai
 import (
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"io"
 	"strings"
 
@@ -15,7 +14,7 @@ import (
 
 // chatBody builds a Chat Completions request body.
 func (b builder) chatBody(req *llm.Request, stream bool) (map[string]any, error) {
-	body := baseBody(req)
+	body := baseBody(req, stream)
 	msgs := make([]any, 0, len(req.Messages)+1)
 	if req.System != "" {
 		msgs = append(msgs, map[string]any{"role": "system", "content": req.System})
@@ -31,10 +30,7 @@ func (b builder) chatBody(req *llm.Request, stream bool) (map[string]any, error)
 	if len(req.Tools) > 0 {
 		tools := make([]any, len(req.Tools))
 		for i, t := range req.Tools {
-			fn := map[string]any{"name": t.Name, "parameters": parameters(t)}
-			if t.Description != "" {
-				fn["description"] = t.Description
-			}
+			fn := functionDef(t)
 			if b.strict {
 				fn["strict"] = true
 			}
@@ -44,19 +40,12 @@ func (b builder) chatBody(req *llm.Request, stream bool) (map[string]any, error)
 		withTools(body, tools)
 	}
 	if req.Structure != nil {
-		schema := map[string]any{"name": "response", "schema": map[string]any(req.Structure)}
-		if b.strict {
-			schema["strict"] = true
-		}
-		body["response_format"] = map[string]any{"type": "json_schema", "json_schema": schema}
+		body["response_format"] = map[string]any{"type": "json_schema", "json_schema": b.jsonSchema(req.Structure)}
 	}
 	if stream {
-		body["stream"] = true
 		so := mergedObject(body, "stream_options")
 		so["include_usage"] = true
 		body["stream_options"] = so
-	} else {
-		delete(body, "stream")
 	}
 	return body, nil
 }
@@ -113,13 +102,11 @@ func (b builder) chatUserContent(blocks []llm.ContentBlock) (any, error) {
 			case llm.SourceURL:
 				return nil, b.invalid("the Chat Completions API cannot take a document by URL; send its data, or use the Responses API")
 			default:
-				b64, mt, ok := sourceData(v.Source, v.MimeType)
-				if !ok {
-					return nil, b.invalid("document source %q is not supported", v.Source.Type)
+				name, data, err := b.documentFile(v)
+				if err != nil {
+					return nil, err
 				}
-				parts = append(parts, map[string]any{"type": "file", "file": map[string]any{
-					"filename": filename(v, mt), "file_data": dataURL(mt, b64),
-				}})
+				parts = append(parts, map[string]any{"type": "file", "file": map[string]any{"filename": name, "file_data": data}})
 			}
 		case llm.AudioBlock:
 			format, ok := audioFormat(v.MimeType)
@@ -137,18 +124,11 @@ func (b builder) chatUserContent(blocks []llm.ContentBlock) (any, error) {
 }
 
 func (b builder) chatAssistant(m *llm.AssistantMessage) (map[string]any, error) {
-	msg := map[string]any{"role": "assistant"}
-	var texts, reasoning []string
-	for _, blk := range m.Content {
-		switch v := blk.(type) {
-		case llm.TextBlock:
-			texts = append(texts, v.Text)
-		case llm.ReasoningBlock:
-			reasoning = append(reasoning, v.Text)
-		default:
-			return nil, b.invalid("the Chat Completions API does not take %s content in assistant messages", blk.BlockType())
-		}
+	texts, reasoning, err := b.assistantContent(m, "Chat Completions API")
+	if err != nil {
+		return nil, err
 	}
+	msg := map[string]any{"role": "assistant"}
 	switch {
 	case len(texts) > 1:
 		parts := make([]any, len(texts))
@@ -171,9 +151,9 @@ func (b builder) chatAssistant(m *llm.AssistantMessage) (map[string]any, error) 
 	if len(m.ToolCalls) > 0 {
 		calls := make([]any, len(m.ToolCalls))
 		for i, c := range m.ToolCalls {
-			args, err := argumentsText(c)
+			args, err := b.arguments(c)
 			if err != nil {
-				return nil, b.invalid("tool call %q: arguments cannot be encoded: %v", c.ToolCallID, err)
+				return nil, err
 			}
 			calls[i] = map[string]any{"id": c.ToolCallID, "type": "function",
 				"function": map[string]any{"name": c.ToolName, "arguments": args}}
@@ -221,23 +201,16 @@ type chatToolCall struct {
 }
 
 type chatUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	PromptTokens        int           `json:"prompt_tokens"`
+	CompletionTokens    int           `json:"completion_tokens"`
+	PromptTokensDetails *tokenDetails `json:"prompt_tokens_details"`
 }
 
 func (u *chatUsage) usage() llm.TokenUsage {
 	if u == nil {
 		return llm.TokenUsage{}
 	}
-	out := llm.TokenUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
-	if u.PromptTokensDetails != nil {
-		out.CacheReadTokens = u.PromptTokensDetails.CachedTokens
-	}
-	out.TotalTokens = out.InputTokens + out.OutputTokens
-	return out
+	return tokenUsage(u.PromptTokens, u.CompletionTokens, u.PromptTokensDetails)
 }
 
 // optionalString decodes a string field that may be null or absent; ok is
@@ -316,11 +289,7 @@ func (r *chatReply) response(o decodeOptions) *llm.Response {
 		}
 	}
 	msg.Metadata = llm.Metadata{o.provider: meta}
-	resp := &llm.Response{Message: msg, Usage: r.usage, StopReason: r.finishReason}
-	if o.structured && r.text != "" {
-		resp.Data = parseData(r.text)
-	}
-	return resp
+	return &llm.Response{Message: msg, Usage: r.usage, StopReason: r.finishReason, Data: o.data(r.text)}
 }
 
 // decodeChatResponse decodes a non-streamed Chat Completions response.
@@ -352,8 +321,7 @@ func decodeChatResponse(data []byte, o decodeOptions) (*llm.Response, error) {
 		if id == "" {
 			id = newCallID()
 		}
-		args, raw := parseArguments(string(tc.Function.Arguments))
-		r.calls = append(r.calls, llm.ToolCall{ToolCallID: id, ToolName: tc.Function.Name, Arguments: args, RawArguments: raw})
+		r.calls = append(r.calls, toolCall(id, tc.Function.Name, string(tc.Function.Arguments)))
 	}
 	return r.response(o), nil
 }
@@ -387,13 +355,7 @@ func decodeChatStream(r io.Reader, o decodeOptions, emit func(llm.StreamEvent)) 
 	calls := map[int]*chatCall{}
 	var order []*chatCall
 	for {
-		ev, err := dec.Next()
-		if err == io.EOF {
-			return nil, o.truncated()
-		}
-		if errors.Is(err, sse.ErrTooLarge) {
-			return nil, o.invalid("stream event too large")
-		}
+		ev, err := o.nextEvent(dec)
 		if err != nil {
 			return nil, err
 		}
@@ -487,8 +449,7 @@ func decodeChatStream(r io.Reader, o decodeOptions, emit func(llm.StreamEvent)) 
 		reply.reasoningField = ""
 	}
 	for _, c := range order {
-		args, raw := parseArguments(c.args.String())
-		reply.calls = append(reply.calls, llm.ToolCall{ToolCallID: c.block.callID, ToolName: c.block.name, Arguments: args, RawArguments: raw})
+		reply.calls = append(reply.calls, toolCall(c.block.callID, c.block.name, c.args.String()))
 	}
 	return reply.response(o), nil
 }

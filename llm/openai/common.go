@@ -1,18 +1,22 @@
 package openai
 
 // The parts both APIs share: request-building helpers, error parsing,
-// tool-argument decoding and the streamed-block bookkeeping.
+// tool-call and usage decoding, stream reading and the streamed-block
+// bookkeeping.
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"path"
 	"strings"
 
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/sse"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -26,11 +30,17 @@ func (b builder) invalid(format string, args ...any) *llm.Error {
 	return llm.NewError(llm.InvalidRequest, b.provider, fmt.Sprintf(format, args...), nil)
 }
 
-// baseBody is a shallow copy of the params, with model set.
-func baseBody(req *llm.Request) map[string]any {
+// baseBody is a shallow copy of the params, with model set and stream
+// set, or dropped from the params for a call that is not streamed.
+func baseBody(req *llm.Request, stream bool) map[string]any {
 	body := make(map[string]any, len(req.Params)+8)
 	maps.Copy(body, req.Params)
 	body["model"] = req.ModelID
+	if stream {
+		body["stream"] = true
+	} else {
+		delete(body, "stream")
+	}
 	return body
 }
 
@@ -58,12 +68,44 @@ func withTools(body map[string]any, tools []any) {
 	body["tools"] = append(all, tools...)
 }
 
-// parameters returns a tool's schema, an empty object schema when unset.
-func parameters(t llm.Tool) map[string]any {
-	if t.Parameters == nil {
-		return map[string]any{"type": "object", "properties": map[string]any{}}
+// functionDef is what both APIs declare of a function tool: its name,
+// description and parameter schema (an empty object schema when unset).
+func functionDef(t llm.Tool) map[string]any {
+	params := map[string]any(t.Parameters)
+	if params == nil {
+		params = map[string]any{"type": "object", "properties": map[string]any{}}
 	}
-	return t.Parameters
+	def := map[string]any{"name": t.Name, "parameters": params}
+	if t.Description != "" {
+		def["description"] = t.Description
+	}
+	return def
+}
+
+// jsonSchema is the json_schema format of structured output: the schema,
+// named "response", strict when the builder is.
+func (b builder) jsonSchema(s llm.Schema) map[string]any {
+	format := map[string]any{"name": "response", "schema": map[string]any(s)}
+	if b.strict {
+		format["strict"] = true
+	}
+	return format
+}
+
+// assistantContent splits an assistant message's content into its texts
+// and its reasoning; other content is an error naming api.
+func (b builder) assistantContent(m *llm.AssistantMessage, api string) (texts, reasoning []string, err error) {
+	for _, blk := range m.Content {
+		switch v := blk.(type) {
+		case llm.TextBlock:
+			texts = append(texts, v.Text)
+		case llm.ReasoningBlock:
+			reasoning = append(reasoning, v.Text)
+		default:
+			return nil, nil, b.invalid("the %s does not take %s content in assistant messages", api, blk.BlockType())
+		}
+	}
+	return texts, reasoning, nil
 }
 
 // toolOverrides applies the tool's Metadata[provider] keys to def.
@@ -73,9 +115,9 @@ func (b builder) toolOverrides(t llm.Tool, def map[string]any) {
 	}
 }
 
-// argumentsText renders a call's arguments for history: the model's own
-// text when it was not an object, else JSON.
-func argumentsText(c llm.ToolCall) (string, error) {
+// arguments renders a call's arguments for history: the model's own text
+// when it was not an object, else JSON.
+func (b builder) arguments(c llm.ToolCall) (string, error) {
 	if c.Arguments == nil {
 		if c.RawArguments != "" {
 			return c.RawArguments, nil
@@ -84,36 +126,31 @@ func argumentsText(c llm.ToolCall) (string, error) {
 	}
 	data, err := json.Marshal(c.Arguments)
 	if err != nil {
-		return "", err
+		return "", b.invalid("tool call %q: arguments cannot be encoded: %v", c.ToolCallID, err)
 	}
 	return string(data), nil
 }
 
-// parseArguments decodes a call's argument text: a JSON object gives
-// Arguments; anything else gives nil and the text as RawArguments. Empty
-// text is an empty object.
-func parseArguments(text string) (map[string]any, string) {
-	if strings.TrimSpace(text) == "" {
-		return map[string]any{}, ""
+// toolCall is a call decoded from a reply. Its argument text gives
+// Arguments when it is a JSON object, else nil Arguments and the text as
+// RawArguments; empty text is an empty object.
+func toolCall(id, name, args string) llm.ToolCall {
+	c := llm.ToolCall{ToolCallID: id, ToolName: name}
+	if strings.TrimSpace(args) == "" {
+		c.Arguments = map[string]any{}
+		return c
 	}
 	var m map[string]any
-	if err := json.Unmarshal([]byte(text), &m); err == nil && m != nil {
-		return m, ""
+	if err := json.Unmarshal([]byte(args), &m); err == nil && m != nil {
+		c.Arguments = m
+	} else {
+		c.RawArguments = args
 	}
-	return nil, text
+	return c
 }
 
 // newCallID is the ID given to a call the vendor sent without one.
 func newCallID() string { return "call_" + ids.New() }
-
-// parseData parses structured output; nil when the text is not JSON.
-func parseData(text string) any {
-	var v any
-	if err := json.Unmarshal([]byte(text), &v); err != nil {
-		return nil
-	}
-	return v
-}
 
 // dataURL returns a data: URL for base64 data.
 func dataURL(mimeType, b64 string) string {
@@ -155,6 +192,16 @@ func (b builder) imageURL(img llm.ImageBlock) (string, error) {
 		return "", b.invalid("image source %q is not supported", img.Source.Type)
 	}
 	return dataURL(mt, b64), nil
+}
+
+// documentFile returns a document sent as file data: its file name and
+// its data URL.
+func (b builder) documentFile(d llm.DocumentBlock) (name, url string, err error) {
+	b64, mt, ok := sourceData(d.Source, d.MimeType)
+	if !ok {
+		return "", "", b.invalid("document source %q is not supported", d.Source.Type)
+	}
+	return filename(d, mt), dataURL(mt, b64), nil
 }
 
 // documentText returns a text document as the text sent to the model.
@@ -349,8 +396,42 @@ func (o decodeOptions) invalid(format string, args ...any) *llm.Error {
 	return llm.NewError(llm.InvalidResponse, o.provider, fmt.Sprintf(format, args...), nil)
 }
 
-func (o decodeOptions) truncated() *llm.Error {
-	return llm.NewError(llm.InvalidResponse, o.provider, "stream truncated: it ended before its terminal event", nil)
+// data is a reply's structured output: its text parsed, nil when the
+// request had no Structure or the text is not JSON.
+func (o decodeOptions) data(text string) any {
+	var v any
+	if !o.structured || text == "" || json.Unmarshal([]byte(text), &v) != nil {
+		return nil
+	}
+	return v
+}
+
+// nextEvent reads a stream's next event. The stream ending before its
+// terminal event, or an event over the size limit, is an invalid
+// response; errors reading are returned as they are.
+func (o decodeOptions) nextEvent(dec *sse.Decoder) (sse.Event, error) {
+	ev, err := dec.Next()
+	switch {
+	case err == io.EOF:
+		return ev, llm.NewError(llm.InvalidResponse, o.provider, "stream truncated: it ended before its terminal event", nil)
+	case errors.Is(err, sse.ErrTooLarge):
+		return ev, o.invalid("stream event too large")
+	}
+	return ev, err
+}
+
+// tokenDetails is the breakdown of input tokens both APIs report.
+type tokenDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// tokenUsage is a reply's usage; details may be nil.
+func tokenUsage(input, output int, details *tokenDetails) llm.TokenUsage {
+	u := llm.TokenUsage{InputTokens: input, OutputTokens: output, TotalTokens: input + output}
+	if details != nil {
+		u.CacheReadTokens = details.CachedTokens
+	}
+	return u
 }
 
 // blockKind is what a streamed block holds.

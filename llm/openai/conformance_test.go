@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/agentry-dev/agentry/llm"
@@ -21,66 +18,27 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// kitTarget serves the kit's scripted replies in the API's wire format.
-type kitTarget struct {
-	t        *testing.T
-	api      API
-	mu       sync.Mutex
-	replies  []llmtest.Reply
-	observed []llmtest.Observed
-}
+// kitVendor speaks the API's wire format for llmtest.
+type kitVendor struct{ api API }
 
 func newKitTarget(t *testing.T, api API) llmtest.Target {
-	k := &kitTarget{t: t, api: api}
-	srv := httptest.NewServer(http.HandlerFunc(k.serve))
-	t.Cleanup(srv.Close)
-	return llmtest.Target{
-		Model:  testModel(api),
-		Config: llm.ProviderConfig{BaseURL: srv.URL, APIKey: llm.StaticKey("test-key")},
-		Script: func(replies ...llmtest.Reply) {
-			k.mu.Lock()
-			k.replies = append(k.replies, replies...)
-			k.mu.Unlock()
-		},
-		Requests: func() []llmtest.Observed {
-			k.mu.Lock()
-			defer k.mu.Unlock()
-			return append([]llmtest.Observed(nil), k.observed...)
-		},
-		Reasoning: true,
-	}
+	tg := llmtest.NewServer(t, kitVendor{api})
+	tg.Model = testModel(api)
+	tg.Config.APIKey = llm.StaticKey("test-key")
+	tg.Reasoning = true
+	return tg
 }
 
-func (k *kitTarget) serve(w http.ResponseWriter, r *http.Request) {
-	raw, _ := io.ReadAll(r.Body)
+func (k kitVendor) Observe(r *http.Request, raw []byte) (llmtest.Observed, error) {
 	var body map[string]any
 	if err := json.Unmarshal(raw, &body); err != nil {
-		k.t.Errorf("request body is not JSON: %v", err)
+		return llmtest.Observed{}, fmt.Errorf("request body is not JSON: %v", err)
 	}
-	obs := observe(k.api, body)
-	k.mu.Lock()
-	k.observed = append(k.observed, obs)
-	if len(k.replies) == 0 {
-		k.mu.Unlock()
-		k.t.Errorf("request with no scripted reply")
-		http.Error(w, "no scripted reply", http.StatusTeapot)
-		return
-	}
-	rep := k.replies[0]
-	k.replies = k.replies[1:]
-	k.mu.Unlock()
+	return observe(k.api, body), nil
+}
 
+func (k kitVendor) WriteReply(w http.ResponseWriter, obs llmtest.Observed, rep llmtest.Reply) {
 	switch {
-	case rep.Hang:
-		<-r.Context().Done()
-	case rep.Status != 0:
-		if rep.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(rep.RetryAfter.Seconds())))
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(rep.Status)
-		json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
-			"message": rep.ErrorMessage, "type": "error", "param": nil, "code": nil}})
 	case obs.Stream:
 		w.Header().Set("Content-Type", "text/event-stream")
 		if k.api == ChatCompletions {
@@ -96,6 +54,13 @@ func (k *kitTarget) serve(w http.ResponseWriter, r *http.Request) {
 			json.NewEncoder(w).Encode(responsesKitReply(rep, obs.Structured))
 		}
 	}
+}
+
+func (kitVendor) WriteError(w http.ResponseWriter, rep llmtest.Reply) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(rep.Status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
+		"message": rep.ErrorMessage, "type": "error", "param": nil, "code": nil}})
 }
 
 // observe decodes what the kit checks from a request body.

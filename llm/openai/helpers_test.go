@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,10 +15,8 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/llm"
-	"github.com/google/go-cmp/cmp"
+	"github.com/agentry-dev/agentry/llm/internal/providertest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden request bodies in testdata/golden")
 
 // apis lists both APIs with their fixture directories; most tests run once
 // per API.
@@ -161,31 +158,7 @@ func testCtx(t testing.TB) context.Context {
 // rewriting the file under -update.
 func checkGolden(t *testing.T, name string, body map[string]any) {
 	t.Helper()
-	path := filepath.Join("testdata", "golden", name+".json")
-	got, err := json.MarshalIndent(body, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	wantData, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	var want any
-	if err := json.Unmarshal(wantData, &want); err != nil {
-		t.Fatalf("golden %s: %v", path, err)
-	}
-	var gotV any
-	json.Unmarshal(got, &gotV)
-	if diff := cmp.Diff(want, gotV); diff != "" {
-		t.Errorf("request body %s (-want +got):\n%s", name, diff)
-	}
+	providertest.CheckJSON(t, filepath.Join("testdata", "golden", name+".json"), body)
 }
 
 // llmError asserts err is an *llm.Error and returns it.

@@ -4,7 +4,6 @@ package openai
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"maps"
 	"strings"
@@ -15,7 +14,7 @@ import (
 
 // responsesBody builds a Responses request body.
 func (b builder) responsesBody(req *llm.Request, stream bool) (map[string]any, error) {
-	body := baseBody(req)
+	body := baseBody(req, stream)
 	input := make([]any, 0, len(req.Messages))
 	for _, m := range req.Messages {
 		items, err := b.responsesItems(m)
@@ -32,28 +31,19 @@ func (b builder) responsesBody(req *llm.Request, stream bool) (map[string]any, e
 		tools := make([]any, len(req.Tools))
 		for i, t := range req.Tools {
 			// strict defaults to true here; UPP schemas are arbitrary.
-			def := map[string]any{"type": "function", "name": t.Name, "parameters": parameters(t), "strict": b.strict}
-			if t.Description != "" {
-				def["description"] = t.Description
-			}
+			def := functionDef(t)
+			def["type"], def["strict"] = "function", b.strict
 			b.toolOverrides(t, def)
 			tools[i] = def
 		}
 		withTools(body, tools)
 	}
 	if req.Structure != nil {
-		format := map[string]any{"type": "json_schema", "name": "response", "schema": map[string]any(req.Structure)}
-		if b.strict {
-			format["strict"] = true
-		}
+		format := b.jsonSchema(req.Structure)
+		format["type"] = "json_schema"
 		text := mergedObject(body, "text")
 		text["format"] = format
 		body["text"] = text
-	}
-	if stream {
-		body["stream"] = true
-	} else {
-		delete(body, "stream")
 	}
 	return body, nil
 }
@@ -101,11 +91,11 @@ func (b builder) responsesUserContent(blocks []llm.ContentBlock) ([]any, error) 
 				}
 				parts = append(parts, map[string]any{"type": "input_file", "file_url": v.Source.URL})
 			default:
-				b64, mt, ok := sourceData(v.Source, v.MimeType)
-				if !ok {
-					return nil, b.invalid("document source %q is not supported", v.Source.Type)
+				name, data, err := b.documentFile(v)
+				if err != nil {
+					return nil, err
 				}
-				parts = append(parts, map[string]any{"type": "input_file", "filename": filename(v, mt), "file_data": dataURL(mt, b64)})
+				parts = append(parts, map[string]any{"type": "input_file", "filename": name, "file_data": data})
 			}
 		default:
 			return nil, b.invalid("the Responses API does not take %s input", blk.BlockType())
@@ -138,16 +128,9 @@ func metaItems(m *llm.AssistantMessage, provider string) []map[string]any {
 // models require each reasoning item to be followed by its item), else as
 // one message and the function calls.
 func (b builder) responsesAssistant(m *llm.AssistantMessage) ([]any, error) {
-	var texts []string
-	for _, blk := range m.Content {
-		switch v := blk.(type) {
-		case llm.TextBlock:
-			texts = append(texts, v.Text)
-		case llm.ReasoningBlock:
-			// Sent back through its recorded item only.
-		default:
-			return nil, b.invalid("the Responses API does not take %s content in assistant messages", blk.BlockType())
-		}
+	texts, _, err := b.assistantContent(m, "Responses API") // reasoning goes back through its recorded item only
+	if err != nil {
+		return nil, err
 	}
 	var out []any
 	used := make([]bool, len(m.ToolCalls))
@@ -213,9 +196,9 @@ func assistantItem(texts []string, recorded map[string]any) map[string]any {
 }
 
 func (b builder) functionCallItem(c llm.ToolCall) (map[string]any, error) {
-	args, err := argumentsText(c)
+	args, err := b.arguments(c)
 	if err != nil {
-		return nil, b.invalid("tool call %q: arguments cannot be encoded: %v", c.ToolCallID, err)
+		return nil, err
 	}
 	return map[string]any{"type": "function_call", "call_id": c.ToolCallID, "name": c.ToolName, "arguments": args}, nil
 }
@@ -235,23 +218,16 @@ type respObject struct {
 }
 
 type respUsage struct {
-	InputTokens        int `json:"input_tokens"`
-	OutputTokens       int `json:"output_tokens"`
-	InputTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"input_tokens_details"`
+	InputTokens        int           `json:"input_tokens"`
+	OutputTokens       int           `json:"output_tokens"`
+	InputTokensDetails *tokenDetails `json:"input_tokens_details"`
 }
 
 func (u *respUsage) usage() llm.TokenUsage {
 	if u == nil {
 		return llm.TokenUsage{}
 	}
-	out := llm.TokenUsage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
-	if u.InputTokensDetails != nil {
-		out.CacheReadTokens = u.InputTokensDetails.CachedTokens
-	}
-	out.TotalTokens = out.InputTokens + out.OutputTokens
-	return out
+	return tokenUsage(u.InputTokens, u.OutputTokens, u.InputTokensDetails)
 }
 
 type respItem struct {
@@ -341,8 +317,7 @@ func responsesReply(obj *respObject, o decodeOptions, callIDs map[int]string) (*
 					id = newCallID()
 				}
 			}
-			args, rawArgs := parseArguments(string(it.Arguments))
-			calls = append(calls, llm.ToolCall{ToolCallID: id, ToolName: it.Name, Arguments: args, RawArguments: rawArgs})
+			calls = append(calls, toolCall(id, it.Name, string(it.Arguments)))
 			rec := map[string]any{"type": "function_call", "call_id": id}
 			if it.ID != "" {
 				rec["id"] = it.ID
@@ -372,11 +347,7 @@ func responsesReply(obj *respObject, o decodeOptions, callIDs map[int]string) (*
 	}
 	msg := llm.NewAssistantMessage(content, calls)
 	msg.Metadata = llm.Metadata{o.provider: meta}
-	resp := &llm.Response{Message: msg, Usage: obj.Usage.usage(), StopReason: stop}
-	if o.structured && text.Len() > 0 {
-		resp.Data = parseData(text.String())
-	}
-	return resp, nil
+	return &llm.Response{Message: msg, Usage: obj.Usage.usage(), StopReason: stop, Data: o.data(text.String())}, nil
 }
 
 // decodeResponsesResponse decodes a non-streamed Responses response.
@@ -541,13 +512,7 @@ func decodeResponsesStream(r io.Reader, o decodeOptions, emit func(llm.StreamEve
 	s := &respStream{o: o, bl: &blocks{emit: emit, structured: o.structured},
 		byIndex: map[int]*respState{}, byID: map[string]*respState{}}
 	for {
-		ev, err := dec.Next()
-		if err == io.EOF {
-			return nil, o.truncated()
-		}
-		if errors.Is(err, sse.ErrTooLarge) {
-			return nil, o.invalid("stream event too large")
-		}
+		ev, err := o.nextEvent(dec)
 		if err != nil {
 			return nil, err
 		}
