@@ -222,12 +222,25 @@ func (a *Agent) Resume(ctx context.Context, sessionID string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if n := len(s.messages); n > 0 && !planUnfinished(s.plan) {
-		if m, ok := s.messages[n-1].(*llm.AssistantMessage); ok && !m.HasToolCalls() {
-			return nil, ErrNothingToResume
-		}
+	if !Resumable(s) {
+		return nil, ErrNothingToResume
 	}
 	return a.WithSession(sessionID).Generate(ctx, nil, s)
+}
+
+// Resumable reports whether a run can continue from s without new input:
+// it has history, and it does not end with a final reply (an assistant
+// message without tool calls) unless a plan is unfinished.
+func Resumable(s *State) bool {
+	n := s.Len()
+	if n == 0 {
+		return false
+	}
+	if planUnfinished(s.plan) {
+		return true
+	}
+	m, ok := s.messages[n-1].(*llm.AssistantMessage)
+	return !ok || m.HasToolCalls()
 }
 
 func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit func(Event)) (*Result, error) {

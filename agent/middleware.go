@@ -40,8 +40,8 @@ type MiddlewareContext struct {
 }
 
 // StepHook is an optional interface of Middleware: OnStep is called after
-// every step of every strategy (after the checkpoint is queued), in slice
-// order. It may return a replacement state (e.g. a pruned context) that the
+// every step of every strategy, in slice order, one call at a time within
+// a run (so per-run data in MiddlewareContext.Metadata needs no lock). It may return a replacement state (e.g. a pruned context) that the
 // strategy continues from, and an error that ends the run.
 type StepHook interface {
 	OnStep(ctx context.Context, mc *MiddlewareContext, step StepInfo) (*State, error)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentry-dev/agentry/agent/execution"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 )
@@ -46,51 +47,95 @@ var WordStats = llm.NewTool("word_stats", "Counts the words and characters of a 
 // Tools returns the demo tools.
 func Tools() []llm.Tool { return []llm.Tool{Calculator, WordStats} }
 
-// Model returns the demo model: it uses the calculator when the prompt has
-// arithmetic in it, word_stats otherwise, and then answers from the tool's
-// result; without tools it says what it would have done.
+// Model returns the demo model. For the task (the latest user message
+// that is not an agent strategy's prompt) it calls the calculator when the
+// task holds arithmetic and word_stats otherwise, then answers from the
+// tool's result. It also plays along with the agent strategies: it reasons
+// when ReAct asks it to, plans when Plan asks for a plan (structured), and
+// executes plan steps. Without tools it says what it would have done.
 func Model() *scripted.Model {
 	m := scripted.NewFunc(reply)
 	m.ID = ModelID
 	return m
 }
 
+// strategyPrompt reports whether text is a prompt an agent strategy sent
+// rather than the user's task.
+func strategyPrompt(text string) bool {
+	return text == execution.DefaultReasoningPrompt || text == execution.DefaultActionPrompt ||
+		strings.Contains(text, "Create an execution plan") || strings.HasPrefix(text, "Execute step") ||
+		strings.HasPrefix(text, "All steps of the plan are complete") || strings.HasPrefix(text, "The plan could not be completed")
+}
+
 func reply(_ context.Context, req *llm.Request) (scripted.Step, error) {
-	if len(req.Messages) == 0 {
+	msgs := req.Messages
+	if len(msgs) == 0 {
 		return scripted.Step{Text: "(demo model) Nothing to answer."}, nil
 	}
 	has := map[string]bool{}
 	for _, t := range req.Tools {
 		has[t.Name] = true
 	}
-	switch last := req.Messages[len(req.Messages)-1].(type) {
-	case *llm.ToolResultMessage:
-		return answer(req, last), nil
-	default:
-		text := last.Text()
-		if req.Structure != nil {
-			return scripted.Step{Data: map[string]any{"text": text, "words": len(strings.Fields(text))}}, nil
+	// The task, and the tool results since.
+	task, taskAt := "", 0
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if u, ok := msgs[i].(*llm.UserMessage); ok && !strategyPrompt(u.Text()) {
+			task, taskAt = u.Text(), i
+			break
 		}
-		if expr := exprPattern.FindString(text); expr != "" && has[Calculator.Name] {
-			return scripted.Step{
-				Reasoning: "The prompt contains the expression " + expr + "; the calculator will evaluate it exactly.",
-				Text:      "Let me calculate that.",
-				ToolCalls: []llm.ToolCall{{ToolName: Calculator.Name, Arguments: map[string]any{"expression": strings.TrimSpace(expr)}}},
-			}, nil
-		}
-		if has[WordStats.Name] {
-			return scripted.Step{
-				Reasoning: "There is no arithmetic here; I will measure the text instead.",
-				Text:      "Let me count that.",
-				ToolCalls: []llm.ToolCall{{ToolName: WordStats.Name, Arguments: map[string]any{"text": text}}},
-			}, nil
-		}
-		return scripted.Step{Text: fmt.Sprintf("(demo model, no tools enabled) You wrote %d words.", len(strings.Fields(text)))}, nil
 	}
+	var results []llm.ToolResult
+	for _, m := range msgs[taskAt:] {
+		if r, ok := m.(*llm.ToolResultMessage); ok {
+			results = append(results, r.Results...)
+		}
+	}
+	last := msgs[len(msgs)-1]
+	prompt := ""
+	if u, ok := last.(*llm.UserMessage); ok {
+		prompt = u.Text()
+	}
+	expr := exprPattern.FindString(task)
+	tool := WordStats.Name
+	if expr != "" {
+		tool = Calculator.Name
+	}
+	switch {
+	case strings.Contains(prompt, "Create an execution plan") && req.Structure != nil:
+		return scripted.Step{Data: map[string]any{"steps": []any{
+			map[string]any{"id": "work", "description": "use the " + tool + " tool on the task", "tool": tool, "dependsOn": []any{}},
+			map[string]any{"id": "answer", "description": "state the result", "dependsOn": []any{"work"}},
+		}}}, nil
+	case req.Structure != nil:
+		return scripted.Step{Data: map[string]any{"text": task, "words": len(strings.Fields(task))}}, nil
+	case last.Type() == llm.TypeToolResult:
+		return answer(req, results), nil
+	case prompt == execution.DefaultReasoningPrompt:
+		if len(results) > 0 {
+			return scripted.Step{Text: "The tool has answered; I can give the result now."}, nil
+		}
+		if expr != "" {
+			return scripted.Step{Text: "The task contains the expression " + expr + "; the calculator will evaluate it exactly."}, nil
+		}
+		return scripted.Step{Text: "There is no arithmetic in the task; I will measure the text."}, nil
+	case strategyPrompt(prompt) && len(results) > 0:
+		return answer(req, results), nil
+	}
+	if !has[tool] {
+		return scripted.Step{Text: fmt.Sprintf("(demo model, no tools enabled) You wrote %d words.", len(strings.Fields(task)))}, nil
+	}
+	call := llm.ToolCall{ToolName: WordStats.Name, Arguments: map[string]any{"text": task}}
+	step := scripted.Step{Reasoning: "There is no arithmetic here; I will measure the text instead.", Text: "Let me count that."}
+	if expr != "" {
+		call = llm.ToolCall{ToolName: Calculator.Name, Arguments: map[string]any{"expression": strings.TrimSpace(expr)}}
+		step = scripted.Step{Reasoning: "The prompt contains the expression " + expr + "; the calculator will evaluate it exactly.", Text: "Let me calculate that."}
+	}
+	step.ToolCalls = []llm.ToolCall{call}
+	return step, nil
 }
 
-// answer phrases the final reply from a round's tool results.
-func answer(req *llm.Request, results *llm.ToolResultMessage) scripted.Step {
+// answer phrases the final reply from the task's tool results.
+func answer(req *llm.Request, results []llm.ToolResult) scripted.Step {
 	calls := map[string]llm.ToolCall{}
 	for _, m := range req.Messages {
 		if a, ok := m.(*llm.AssistantMessage); ok {
@@ -100,7 +145,7 @@ func answer(req *llm.Request, results *llm.ToolResultMessage) scripted.Step {
 		}
 	}
 	var parts []string
-	for _, r := range results.Results {
+	for _, r := range results {
 		c := calls[r.ToolCallID]
 		switch {
 		case r.IsError:
