@@ -13,6 +13,7 @@ import (
 	"github.com/agentry-dev/agentry/llm/gemini"
 	"github.com/agentry-dev/agentry/llm/ollama"
 	"github.com/agentry-dev/agentry/llm/openai"
+	"github.com/agentry-dev/agentry/llm/scripted"
 )
 
 // Default is the model used when none is named: the offline demo model.
@@ -54,11 +55,16 @@ var providers = map[string]factory{
 		}
 		return openai.Compatible("compat", base, m, nil), nil
 	}},
-	"scripted": {"offline demo model, deterministic, no network (scripted:demo)", func(m, _ string) (llm.ModelReference, error) {
-		if m != demo.ModelID {
-			return llm.ModelReference{}, fmt.Errorf("the only scripted model on the command line is scripted:%s", demo.ModelID)
+	"scripted": {"offline models: scripted:demo, or scripted:FILE playing a YAML/JSON script", func(m, _ string) (llm.ModelReference, error) {
+		if m == demo.ModelID {
+			return demo.Model().Ref(), nil
 		}
-		return demo.Model().Ref(), nil
+		sm, err := scripted.LoadFile(m)
+		if err != nil {
+			return llm.ModelReference{}, err
+		}
+		sm.ID = m
+		return sm.Ref(), nil
 	}},
 }
 
