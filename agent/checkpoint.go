@@ -88,7 +88,7 @@ func (m *CheckpointMetadata) UnmarshalJSON(data []byte) error {
 		return errors.New("agent: checkpoint metadata: sessionId missing")
 	case !ids.Valid(j.CheckpointID):
 		return fmt.Errorf("agent: checkpoint metadata: checkpointId %q is not a UUIDv4", j.CheckpointID)
-	case err != nil:
+	case err != nil, ts.UTC().Year() < 0, ts.UTC().Year() > 9999: // beyond what MarshalJSON can write
 		return fmt.Errorf("agent: checkpoint metadata: timestamp %q", j.Timestamp)
 	case j.Step < 0:
 		return errors.New("agent: checkpoint metadata: negative step")

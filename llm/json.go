@@ -20,7 +20,7 @@ func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
 
 func parseTime(field, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
+	if y := t.UTC().Year(); err != nil || y < 0 || y > 9999 { // beyond what the JSON form can write back
 		return time.Time{}, fmt.Errorf("%s: invalid timestamp %q", field, s)
 	}
 	return t.UTC(), nil

@@ -298,3 +298,12 @@ func TestUPP_9_2_StreamEventJSON(t *testing.T) {
 		t.Errorf("empty delta = %s", b)
 	}
 }
+
+func TestUPP_6_TimestampsOutsideTheJSONRangeAreRejected(t *testing.T) {
+	for _, ts := range []string{"9999-12-31T23:59:59-01:00", "0000-01-01T00:00:00+01:00"} {
+		src := `{"id":"m","type":"user","timestamp":"` + ts + `","content":[]}`
+		if _, err := llm.UnmarshalMessage([]byte(src)); err == nil {
+			t.Errorf("%s accepted", ts)
+		}
+	}
+}

@@ -15,19 +15,82 @@ import (
 	"github.com/agentry-dev/agentry/internal/models"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
-type llmFlags struct {
+// modelFlags are the flags that pick and configure a model, shared by the
+// commands that run one.
+type modelFlags struct {
 	model     string
 	system    string
 	maxTokens int
 	params    []string
 	baseURL   string
-	noStream  bool
 	tools     string
-	jsonOut   bool
 	timeout   time.Duration
 	retries   int
+}
+
+func (f *modelFlags) register(fl *pflag.FlagSet) {
+	fl.StringVarP(&f.model, "model", "m", models.Default, "model as provider:model")
+	fl.StringVarP(&f.system, "system", "s", "", "system prompt")
+	fl.IntVar(&f.maxTokens, "max-tokens", 0, "cap the reply length (provider default when 0; Anthropic needs one and gets 4096)")
+	fl.StringArrayVarP(&f.params, "param", "p", nil, "vendor parameter key=value copied into the request body; value is JSON if it parses, else a string (repeatable)")
+	fl.StringVar(&f.baseURL, "base-url", "", "override the provider's API address (any OpenAI-compatible server with -m compat:MODEL)")
+	fl.StringVar(&f.tools, "tools", "auto", "built-in tools calculate and word_stats: on, off, or auto (on for the demo model and scripts)")
+	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "overall time limit")
+	fl.IntVar(&f.retries, "retries", 2, "retries of rate-limited or failed requests (exponential backoff honouring Retry-After)")
+}
+
+// options resolves the model and builds the UPP options the flags describe.
+func (f *modelFlags) options() (llm.LLMOptions, error) {
+	ref, err := models.Resolve(f.model, f.baseURL)
+	if err != nil {
+		return llm.LLMOptions{}, usageError("%v", err)
+	}
+	params, err := parseParams(f.params)
+	if err != nil {
+		return llm.LLMOptions{}, usageError("%v", err)
+	}
+	for k, v := range models.MaxTokens(ref, f.maxTokens) {
+		if _, set := params[k]; !set {
+			params[k] = v
+		}
+	}
+	opts := llm.LLMOptions{Model: ref, System: f.system, Params: params}
+	if len(params) == 0 {
+		opts.Params = nil
+	}
+	switch f.tools {
+	case "on":
+		opts.Tools = demo.Tools()
+	case "auto":
+		if ref.Provider != nil && ref.Provider.Name() == "scripted" {
+			opts.Tools = demo.Tools()
+		}
+	case "off":
+	default:
+		return llm.LLMOptions{}, usageError("--tools must be on, off or auto, not %q", f.tools)
+	}
+	if f.retries > 0 {
+		opts.Config.RetryStrategy = llm.ExponentialBackoff{MaxRetries: f.retries}
+		opts.Config.RetryAfterMax = time.Minute
+	}
+	return opts, nil
+}
+
+// withTimeout applies --timeout to ctx.
+func (f *modelFlags) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if f.timeout > 0 {
+		return context.WithTimeout(ctx, f.timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+type llmFlags struct {
+	modelFlags
+	noStream bool
+	jsonOut  bool
 }
 
 func llmCmd(e *env) *cobra.Command {
@@ -53,16 +116,9 @@ A PROMPT of "-", or none with input on stdin, reads the prompt from stdin.`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runLLM(cmd.Context(), e, &f, args) },
 	}
 	fl := cmd.Flags()
-	fl.StringVarP(&f.model, "model", "m", models.Default, "model as provider:model")
-	fl.StringVarP(&f.system, "system", "s", "", "system prompt")
-	fl.IntVar(&f.maxTokens, "max-tokens", 0, "cap the reply length (provider default when 0; Anthropic needs one and gets 4096)")
-	fl.StringArrayVarP(&f.params, "param", "p", nil, "vendor parameter key=value copied into the request body; value is JSON if it parses, else a string (repeatable)")
-	fl.StringVar(&f.baseURL, "base-url", "", "override the provider's API address (any OpenAI-compatible server with -m compat:MODEL)")
+	f.register(fl)
 	fl.BoolVar(&f.noStream, "no-stream", false, "wait for the whole reply instead of streaming")
-	fl.StringVar(&f.tools, "tools", "auto", "built-in tools calculate and word_stats: on, off, or auto (on for the demo model)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the whole turn as TurnJSON instead of text")
-	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "overall time limit")
-	fl.IntVar(&f.retries, "retries", 2, "retries of rate-limited or failed requests (exponential backoff honouring Retry-After)")
 	return cmd
 }
 
@@ -79,49 +135,17 @@ func runLLM(ctx context.Context, e *env, f *llmFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	ref, err := models.Resolve(f.model, f.baseURL)
+	opts, err := f.options()
 	if err != nil {
-		return usageError("%v", err)
+		return err
 	}
-	params, err := parseParams(f.params)
-	if err != nil {
-		return usageError("%v", err)
-	}
-	if mt := models.MaxTokens(ref, f.maxTokens); mt != nil {
-		for k, v := range mt {
-			if _, set := params[k]; !set {
-				params[k] = v
-			}
-		}
-	}
-	opts := llm.LLMOptions{Model: ref, System: f.system, Params: params}
-	if len(params) == 0 {
-		opts.Params = nil
-	}
-	switch f.tools {
-	case "on":
-		opts.Tools = demo.Tools()
-	case "auto":
-		if ref.ModelID == demo.ModelID && ref.Provider != nil && ref.Provider.Name() == "scripted" {
-			opts.Tools = demo.Tools()
-		}
-	case "off":
-	default:
-		return usageError("--tools must be on, off or auto, not %q", f.tools)
-	}
-	if f.retries > 0 {
-		opts.Config.RetryStrategy = llm.ExponentialBackoff{MaxRetries: f.retries}
-		opts.Config.RetryAfterMax = time.Minute
-	}
+	ref := opts.Model
 	inst, err := llm.LLM(opts)
 	if err != nil {
 		return explain(err, ref)
 	}
-	if f.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, f.timeout)
-		defer cancel()
-	}
+	ctx, cancel := f.withTimeout(ctx)
+	defer cancel()
 	if ref.Provider.Name() == "scripted" {
 		fmt.Fprintln(e.stderr, "(offline demo model: deterministic, no LLM involved; name a real one with -m provider:model)")
 	}

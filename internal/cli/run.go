@@ -1,0 +1,326 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/agent/checkpoint"
+	"github.com/agentry-dev/agentry/agent/execution"
+	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/store/sqlstore"
+	"github.com/spf13/cobra"
+)
+
+// DefaultStore is where `agentry run --session` keeps checkpoints unless
+// --store says otherwise.
+const DefaultStore = "sqlite://./agentry-data/agentry.db"
+
+type runFlags struct {
+	modelFlags
+	strategy string
+	session  string
+	store    string
+	maxSteps int
+	jsonOut  bool
+	noStream bool
+}
+
+func runCmd(e *env) *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [flags] [PROMPT...]",
+		Short: "Run an agent (UAP-1.1) on a prompt, streaming its steps",
+		Long: `Run an agent (UAP-1.1) on a prompt with the loop, react or plan strategy.
+Its steps stream to the terminal: reasoning, tool calls and results, plan
+steps and sub-agents go to stderr, the reply to stdout; --json prints the raw
+event stream (one AgentStreamEvent JSON object per line) instead.
+
+With --session, the run is checkpointed after every step (default store:
+` + DefaultStore + `). Given an existing session and a prompt, the
+conversation continues; given only the session, an interrupted run resumes
+from its last checkpoint.
+
+-m scripted:FILE plays a YAML/JSON script (see llm/scripted.LoadFile), so
+agents run offline and deterministically.`,
+		Example: `  agentry run "What is (12 + 30) * 2?"
+  agentry run -m anthropic:claude-sonnet-4-5 --strategy react --tools on "What is 2^16 - 1?"
+  agentry run --strategy plan -m scripted:testdata/plan.yaml "Summarise the incident"
+  agentry run --session 6f1c… "and in Rome?"        # continue a conversation
+  agentry run --session 6f1c…                        # resume an interrupted run`,
+		RunE: func(cmd *cobra.Command, args []string) error { return runAgent(cmd.Context(), e, &f, args) },
+	}
+	fl := cmd.Flags()
+	f.register(fl)
+	fl.StringVar(&f.strategy, "strategy", "loop", "execution strategy: loop, react or plan")
+	fl.StringVar(&f.session, "session", "", "checkpoint session id: continue or resume it (created when new)")
+	fl.StringVar(&f.store, "store", DefaultStore, "checkpoint store: sqlite:///path, postgres://…, file:DIR, memory:")
+	fl.IntVar(&f.maxSteps, "max-steps", 100, "stop after this many steps; 0 for no limit (the SDK's default: the command line keeps a guard)")
+	fl.BoolVar(&f.jsonOut, "json", false, "print the raw event stream as JSON lines")
+	fl.BoolVar(&f.noStream, "no-stream", false, "wait for the result instead of streaming")
+	return cmd
+}
+
+func strategyFor(name string) (agent.ExecutionStrategy, error) {
+	switch name {
+	case "loop":
+		return execution.Loop(execution.LoopOptions{}), nil
+	case "react":
+		return execution.ReAct(execution.ReActOptions{}), nil
+	case "plan":
+		return execution.Plan(execution.PlanOptions{})
+	}
+	return nil, usageError("--strategy must be loop, react or plan, not %q", name)
+}
+
+// openStore opens a checkpoint store by URL; close releases it.
+func openStore(ctx context.Context, url string) (store agent.CheckpointStore, close func() error, err error) {
+	if dir, ok := strings.CutPrefix(url, "file:"); ok {
+		s, err := checkpoint.File(strings.TrimPrefix(dir, "//"))
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() error { return nil }, nil
+	}
+	s, err := sqlstore.Open(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.Checkpoints(), s.Close, nil
+}
+
+func runAgent(ctx context.Context, e *env, f *runFlags, args []string) error {
+	var prompt string
+	if len(args) > 0 || f.session == "" { // a session alone resumes
+		p, err := readPrompt(e, args)
+		if err != nil {
+			return err
+		}
+		prompt = p
+	}
+	lo, err := f.options()
+	if err != nil {
+		return err
+	}
+	strategy, err := strategyFor(f.strategy)
+	if err != nil {
+		return err
+	}
+	opts := agent.Options{LLMOptions: lo, Execution: strategy, SessionID: f.session}
+	var state *agent.State
+	if f.session != "" {
+		store, closeStore, err := openStore(ctx, f.store)
+		if err != nil {
+			return fmt.Errorf("checkpoint store: %w", err)
+		}
+		defer closeStore()
+		opts.Checkpoints = store
+		if state, err = store.Load(ctx, f.session); err != nil && !errors.Is(err, agent.ErrNoCheckpoint) {
+			return fmt.Errorf("loading session %s: %w", f.session, err)
+		}
+	}
+	if f.maxSteps > 0 { // counted from where this run starts
+		limit := state.Step() + f.maxSteps
+		opts.Strategy.StopCondition = func(_ context.Context, s *agent.State) bool { return s.Step() >= limit }
+	}
+	a, err := agent.New(opts)
+	if err != nil {
+		return explain(err, lo.Model)
+	}
+	ctx, cancel := f.withTimeout(ctx)
+	defer cancel()
+	if lo.Model.Provider.Name() == "scripted" && !f.jsonOut {
+		fmt.Fprintln(e.stderr, "(offline scripted model: deterministic, no LLM involved)")
+	}
+	var input llm.Input
+	switch {
+	case prompt != "":
+		input = llm.Text(prompt)
+	case state == nil:
+		return usageError("session %s has no checkpoint to resume; give a prompt to start it", f.session)
+	case !agent.Resumable(state):
+		return fmt.Errorf("session %s: %w; give a prompt to continue the conversation", f.session, agent.ErrNothingToResume)
+	}
+
+	start := time.Now()
+	var res *agent.Result
+	if f.noStream {
+		res, err = a.Generate(ctx, input, state)
+	} else {
+		res, err = streamRun(e, a.Stream(ctx, input, state), f.jsonOut)
+	}
+	if ferr := a.FlushCheckpoints(context.Background()); ferr != nil && err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return explain(err, lo.Model)
+	}
+	if f.noStream && !f.jsonOut {
+		fmt.Fprintln(e.stdout, res.Turn.Text())
+	}
+	if f.jsonOut {
+		return json.NewEncoder(e.stdout).Encode(map[string]any{"result": map[string]any{"turn": res.Turn, "state": res.State}})
+	}
+	u := res.Turn.Usage
+	session := ""
+	if f.session != "" {
+		session = " · session " + f.session
+	}
+	fmt.Fprintf(e.stderr, "— %s · %s · %d step(s) · %d in / %d out tokens · %s%s\n",
+		lo.Model, f.strategy, res.State.Step(), u.InputTokens, u.OutputTokens, time.Since(start).Round(time.Millisecond), session)
+	return nil
+}
+
+// streamRun renders (or, with jsonOut, prints) the events and returns the
+// result.
+func streamRun(e *env, s *agent.StreamResult, jsonOut bool) (*agent.Result, error) {
+	r := &renderer{out: e.stdout, err: e.stderr}
+	enc := json.NewEncoder(e.stdout)
+	for ev, err := range s.Events() {
+		if err != nil {
+			r.endLine()
+			return nil, err
+		}
+		if jsonOut {
+			if err := enc.Encode(ev); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		r.event(ev, "")
+	}
+	r.endLine()
+	return s.Result()
+}
+
+// renderer prints events for people: the reply text on stdout, everything
+// else on stderr.
+type renderer struct {
+	out, err io.Writer
+	open     bool // a text line on stdout is not finished
+	thinking bool // a reasoning line on stderr is not finished
+}
+
+func (r *renderer) endLine() {
+	if r.open {
+		fmt.Fprintln(r.out)
+		r.open = false
+	}
+	if r.thinking {
+		fmt.Fprintln(r.err)
+		r.thinking = false
+	}
+}
+
+func (r *renderer) event(ev agent.Event, indent string) {
+	if ev.Source == agent.SourceUPP {
+		switch ev.UPP.Type {
+		case llm.TextDelta, llm.ObjectDelta:
+			if indent != "" {
+				return // sub-agent text is summarised by subagent_end
+			}
+			if r.thinking {
+				fmt.Fprintln(r.err)
+				r.thinking = false
+			}
+			fmt.Fprint(r.out, ev.UPP.Delta.Text)
+			r.open = !strings.HasSuffix(ev.UPP.Delta.Text, "\n")
+		case llm.MessageStop:
+			if indent == "" && r.open {
+				fmt.Fprintln(r.out)
+				r.open = false
+			}
+		case llm.ReasoningDelta:
+			if indent != "" {
+				return
+			}
+			if !r.thinking {
+				r.endLine()
+				fmt.Fprint(r.err, "[thinking] ")
+				r.thinking = true
+			}
+			fmt.Fprint(r.err, ev.UPP.Delta.Text)
+		}
+		return
+	}
+	u := ev.UAP
+	line := func(format string, args ...any) {
+		r.endLine()
+		fmt.Fprintf(r.err, indent+format+"\n", args...)
+	}
+	switch u.Type {
+	case agent.EventStepStart:
+		if indent == "" {
+			line("── step %d ──", u.Step)
+		}
+	case agent.EventReasoning:
+		line("[reasoning] %s", u.Data["reasoning"])
+	case agent.EventAction:
+		for _, c := range asCalls(u.Data["toolCalls"]) {
+			args, _ := json.Marshal(c.Arguments)
+			line("[tool] %s %s", c.ToolName, args)
+		}
+	case agent.EventObservation:
+		for _, x := range asExecutions(u.Data["observations"]) {
+			mark := "→"
+			if x.IsError {
+				mark = "→ error:"
+			}
+			line("[result] %s %s %s", x.ToolName, mark, clip(llm.ResultText(x.Result), 200))
+		}
+	case agent.EventPlanCreated:
+		if plan, ok := u.Data["plan"].([]agent.PlanStep); ok {
+			line("[plan] %d step(s)", len(plan))
+			for _, s := range plan {
+				deps := ""
+				if len(s.DependsOn) > 0 {
+					deps = " (after " + strings.Join(s.DependsOn, ", ") + ")"
+				}
+				line("  %s: %s%s", s.ID, s.Description, deps)
+			}
+		}
+	case agent.EventPlanStepStart:
+		if s, ok := u.Data["planStep"].(agent.PlanStep); ok {
+			line("[plan] ▶ %s: %s", s.ID, s.Description)
+		}
+	case agent.EventPlanStepEnd:
+		if s, ok := u.Data["planStep"].(agent.PlanStep); ok {
+			line("[plan] %s %s", s.ID, s.Status)
+		}
+	case agent.EventSubagentStart:
+		line("[sub-agent %s] %s", u.Data["subagentType"], clip(fmt.Sprint(u.Data["prompt"]), 120))
+	case agent.EventSubagentEvent:
+		if inner, ok := u.Data["event"].(agent.Event); ok {
+			r.event(inner, indent+"  │ ")
+		}
+	case agent.EventSubagentEnd:
+		if u.Data["success"] == true {
+			line("[sub-agent %s] done: %s", u.Data["subagentType"], clip(fmt.Sprint(u.Data["result"]), 200))
+		} else {
+			line("[sub-agent %s] failed: %s", u.Data["subagentType"], u.Data["error"])
+		}
+	}
+}
+
+func asCalls(v any) []llm.ToolCall {
+	c, _ := v.([]llm.ToolCall)
+	return c
+}
+
+func asExecutions(v any) []llm.ToolExecution {
+	x, _ := v.([]llm.ToolExecution)
+	return x
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,83 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// A migration takes the schema from version-1 to version. Migrations are
+// append-only: a released one is never edited, a change is a new one. The
+// statements are the same for SQLite and PostgreSQL (portable types:
+// TEXT, BIGINT; times are Unix milliseconds).
+type migration struct {
+	version int
+	name    string
+	stmts   []string
+}
+
+var migrations = []migration{
+	{1, "agent checkpoints (UAP-1.1 §12.2)", []string{`
+CREATE TABLE agent_checkpoints (
+	session_id    TEXT PRIMARY KEY,
+	checkpoint_id TEXT NOT NULL,
+	agent_id      TEXT NOT NULL,
+	step          BIGINT NOT NULL,
+	created_at    BIGINT NOT NULL,
+	state         TEXT NOT NULL
+)`}},
+}
+
+// migrationLockKey is the PostgreSQL advisory lock serializing migrations
+// of replicas starting together.
+const migrationLockKey = 0x6167656e74727900 // "agentry\0"
+
+// migrate applies, in one transaction, the migrations the database lacks.
+// Running it again, or from several processes at once, is harmless.
+func (s *Store) migrate(ctx context.Context) error {
+	unlock, err := s.lockWrites(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	tx, err := s.db.BeginTx(ctx, nil) // SQLite: BEGIN IMMEDIATE (see _txlock)
+	if err != nil {
+		return fmt.Errorf("sqlstore: migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if s.dialect == postgres {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLockKey)); err != nil {
+			return fmt.Errorf("sqlstore: migrate: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `
+CREATE TABLE IF NOT EXISTS agentry_schema_migrations (
+	version    BIGINT PRIMARY KEY,
+	name       TEXT NOT NULL,
+	applied_at BIGINT NOT NULL
+)`); err != nil {
+		return fmt.Errorf("sqlstore: migrate: %w", err)
+	}
+	var current int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM agentry_schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("sqlstore: migrate: %w", err)
+	}
+	if current > len(migrations) {
+		return fmt.Errorf("sqlstore: the database schema is at version %d, newer than this binary's %d", current, len(migrations))
+	}
+	for _, m := range migrations[current:] {
+		for _, stmt := range m.stmts {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("sqlstore: migration %d (%s): %w", m.version, m.name, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO agentry_schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+			m.version, m.name, time.Now().UnixMilli()); err != nil {
+			return fmt.Errorf("sqlstore: migration %d: %w", m.version, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlstore: migrate: %w", err)
+	}
+	return nil
+}
