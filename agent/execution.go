@@ -70,6 +70,14 @@ func (ec *ExecutionContext) Emit(typ EventType, step int, data map[string]any) {
 	}
 }
 
+// data builds event data only when there is a stream to send it to.
+func (ec *ExecutionContext) data(key string, value any) map[string]any {
+	if ec.emit == nil {
+		return nil
+	}
+	return map[string]any{key: value}
+}
+
 // Begin returns the state a run works on: the starting state with the
 // input appended and the agent's ID in the metadata.
 func (ec *ExecutionContext) Begin() *State {
@@ -272,14 +280,14 @@ func (ec *ExecutionContext) RunLoop(ctx context.Context, maxIterations int) (*Re
 	state := ec.Begin()
 	for rounds := 0; ; {
 		var step int
-		state, step = ec.StartStep(ctx, state, map[string]any{"iteration": state.Step() + 1})
+		state, step = ec.StartStep(ctx, state, ec.data("iteration", state.Step()+1))
 		turn, err := ec.Call(ctx, step, state, ec.LLM, state.messages)
 		if err != nil {
 			return nil, err
 		}
 		state = state.WithMessages(turn.Messages...)
 		var stop bool
-		state, stop, err = ec.EndStep(ctx, step, turn, state, map[string]any{"iteration": step})
+		state, stop, err = ec.EndStep(ctx, step, turn, state, ec.data("iteration", step))
 		if err != nil {
 			return nil, err
 		}

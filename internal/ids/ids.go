@@ -27,6 +27,9 @@ func (system) Now() time.Time {
 var current atomic.Pointer[Source]
 
 func init() {
+	// Draw random bytes for UUIDs from crypto/rand in batches rather than
+	// one read per ID (the IDs stay cryptographically random).
+	uuid.EnableRandPool()
 	var s Source = system{}
 	current.Store(&s)
 }
