@@ -22,7 +22,7 @@ type fixedIDs struct{ n int }
 
 func (f *fixedIDs) NewID() string {
 	f.n++
-	X
+	return fmt.Sprintf("00000000-0000-4000-8000-%012x", f.n)
 }
 func (f *fixedIDs) Now() time.Time { return time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC) }
 
