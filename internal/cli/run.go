@@ -134,9 +134,6 @@ func runAgent(ctx context.Context, e *env, f *runFlags, args []string) error {
 	}
 	ctx, cancel := f.withTimeout(ctx)
 	defer cancel()
-	if lo.Model.Provider.Name() == "scripted" && !f.jsonOut {
-		fmt.Fprintln(e.stderr, "(offline scripted model: deterministic, no LLM involved)")
-	}
 	var input llm.Input
 	switch {
 	case prompt != "":
@@ -147,6 +144,9 @@ func runAgent(ctx context.Context, e *env, f *runFlags, args []string) error {
 		return fmt.Errorf("session %s: %w; give a prompt to continue the conversation", f.session, agent.ErrNothingToResume)
 	}
 
+	if lo.Model.Provider.Name() == "scripted" && !f.jsonOut {
+		fmt.Fprintln(e.stderr, "(offline scripted model: deterministic, no LLM involved)")
+	}
 	start := time.Now()
 	var res *agent.Result
 	if f.noStream {
