@@ -158,17 +158,9 @@ func (provider) Version() string { return Version }
 
 // LLMHandler binds a model; ref.Options may be nil, Options or *Options.
 func (provider) LLMHandler(ref llm.ModelReference) (llm.Handler, error) {
-	var opts Options
-	switch o := ref.Options.(type) {
-	case nil:
-	case Options:
-		opts = o
-	case *Options:
-		if o != nil {
-			opts = *o
-		}
-	default:
-		return nil, llm.NewError(llm.InvalidRequest, Name, fmt.Sprintf("model options are %T, not anthropic.Options", ref.Options), nil)
+	opts, err := wire.ModelOptions[Options](Name, ref.Options)
+	if err != nil {
+		return nil, err
 	}
 	switch opts.StructuredOutput {
 	case "":

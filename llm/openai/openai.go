@@ -93,17 +93,9 @@ func (p *Provider) Version() string { return "1.0.0" }
 // LLMHandler binds ref to the API its Options select. ref.Options must be
 // nil, Options or *Options.
 func (p *Provider) LLMHandler(ref llm.ModelReference) (llm.Handler, error) {
-	var opts Options
-	switch o := ref.Options.(type) {
-	case nil:
-	case Options:
-		opts = o
-	case *Options:
-		if o != nil {
-			opts = *o
-		}
-	default:
-		return nil, llm.NewError(llm.InvalidRequest, p.name, fmt.Sprintf("model options are %T, want openai.Options", ref.Options), nil)
+	opts, err := wire.ModelOptions[Options](p.name, ref.Options)
+	if err != nil {
+		return nil, err
 	}
 	if opts.API == "" {
 		opts.API = p.defaultAPI

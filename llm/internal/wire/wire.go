@@ -373,3 +373,22 @@ func (l *Lines) Next() ([]byte, error) {
 		}
 	}
 }
+
+// ModelOptions reads a ModelReference's Options as a provider's options
+// type T: nil gives T's zero value; T and *T are accepted; anything else is
+// INVALID_REQUEST.
+func ModelOptions[T any](provider string, v any) (T, error) {
+	var opts T
+	switch o := v.(type) {
+	case nil:
+	case T:
+		opts = o
+	case *T:
+		if o != nil {
+			opts = *o
+		}
+	default:
+		return opts, llm.NewError(llm.InvalidRequest, provider, fmt.Sprintf("model options are %T, want %T", v, opts), nil)
+	}
+	return opts, nil
+}
