@@ -84,8 +84,12 @@ type Model struct {
 
 	mu    sync.Mutex
 	steps []Step
-	calls []Call
+	calls []Call // the most recent maxRecorded calls at most
+	n     int    // calls received
 }
+
+// maxRecorded bounds how many calls a model remembers for Calls.
+const maxRecorded = 4096
 
 var allCaps = llm.LLMCapabilities{Streaming: true, Tools: true, StructuredOutput: true,
 	ImageInput: true, DocumentInput: true, VideoInput: true, AudioInput: true}
@@ -148,14 +152,15 @@ type Call struct {
 	Stream  bool         // whether it came through Stream
 }
 
-// Calls returns every call received so far, in order.
+// Calls returns the calls received so far, in order (at most the 4096
+// most recent, so that a long-lived model stays bounded).
 func (m *Model) Calls() []Call {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]Call(nil), m.calls...)
 }
 
-// Requests returns every request received so far, in order.
+// Requests returns the requests of Calls.
 func (m *Model) Requests() []*llm.Request {
 	calls := m.Calls()
 	out := make([]*llm.Request, len(calls))
@@ -177,8 +182,12 @@ func (m *Model) AssertComplete(t TB) {
 func (m *Model) next(ctx context.Context, req *llm.Request, stream bool) (Step, error) {
 	m.mu.Lock()
 	snapshot := *req // Messages is shared: the core only ever appends past it
+	m.n++
+	n := m.n
+	if len(m.calls) == maxRecorded { // a long-lived model (a demo server) must not grow without bound
+		m.calls = append(m.calls[:0], m.calls[maxRecorded/2:]...)
+	}
 	m.calls = append(m.calls, Call{Request: &snapshot, Stream: stream})
-	n := len(m.calls)
 	if m.fn != nil {
 		m.mu.Unlock()
 		return m.fn(ctx, req)
@@ -305,7 +314,7 @@ func (m *Model) response(req *llm.Request, s *Step) (*llm.Response, error) {
 		m.mu.Lock()
 		for i, c := range s.ToolCalls {
 			if c.ToolCallID == "" {
-				c.ToolCallID = fmt.Sprintf("call_%d_%d", len(m.calls), i+1)
+				c.ToolCallID = fmt.Sprintf("call_%d_%d", m.n, i+1)
 			}
 			calls[i] = c
 		}
