@@ -166,6 +166,9 @@ func (e *Engine) Session(ctx context.Context, id string) (*Session, error) {
 	if err != nil {
 		return nil, e.storeError("get", err)
 	}
+	if s.Expired(e.opts.Now()) { // stores check with their clock; the engine with its own
+		return nil, newError(ErrSessionNotFound, "Session not found")
+	}
 	return s, nil
 }
 
@@ -232,21 +235,21 @@ func (e *Engine) Execute(ctx context.Context, sessionID string, req *ExecuteRequ
 	if !ok {
 		return nil, newError(ErrWorkflowNotFound, fmt.Sprintf("Workflow '%s' not found", req.WorkflowName))
 	}
+	unlock := e.lock(sessionID)
+	defer unlock()
+	cur, err := e.Session(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Workflow != w.Name {
+		return nil, newError(ErrBadRequest, fmt.Sprintf("Session belongs to workflow '%s', not '%s'", cur.Workflow, w.Name))
+	}
 	switch req.Action {
 	case ActionMethodCall, ActionStageTransition, ActionStateInput:
 	default:
 		return nil, &Error{Status: statusOf[ErrInvalidAction], kind: ErrInvalidAction,
 			Detail:  fmt.Sprintf("Invalid action type '%s'", req.Action),
 			Allowed: []string{ActionMethodCall, ActionStageTransition, ActionStateInput}}
-	}
-	unlock := e.lock(sessionID)
-	defer unlock()
-	cur, err := e.store.Get(ctx, sessionID)
-	if err != nil {
-		return nil, e.storeError("get", err)
-	}
-	if cur.Workflow != w.Name {
-		return nil, newError(ErrBadRequest, fmt.Sprintf("Session belongs to workflow '%s', not '%s'", cur.Workflow, w.Name))
 	}
 	stage := w.Stages[cur.Stage]
 	if stage == nil { // the workflow was re-registered without this stage

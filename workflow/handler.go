@@ -1,0 +1,406 @@
+package workflow
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// HeaderSessionID carries the session on /execute requests and on the
+// responses of /initialize and /execute (UAIP-0.1 "Transport").
+const HeaderSessionID = "X-Session-Id"
+
+// DefaultMaxBody bounds request bodies when HandlerOptions.MaxBodyBytes is 0.
+const DefaultMaxBody = 1 << 20
+
+// HandlerOptions configures NewHandler; the zero value works: 1 MiB
+// bodies, no authentication, CORS off.
+type HandlerOptions struct {
+	// MaxBodyBytes bounds request bodies (413 beyond); 0 means 1 MiB.
+	MaxBodyBytes int64
+	// BearerToken, when set, is required as "Authorization: Bearer …" on
+	// every endpoint (401 otherwise).
+	BearerToken string
+	// CORSOrigins lists the origins allowed to call from a browser ("*"
+	// for any); empty means no CORS headers at all.
+	CORSOrigins []string
+	// Logger receives internal errors; nil uses slog.Default().
+	Logger *slog.Logger
+}
+
+// NewHandler serves UAIP-0.1 for e:
+//
+//	POST   /initialize               create a session            (spec)
+//	POST   /execute                  run an action in a session   (spec)
+//	GET    /api/workflows/{name}     a workflow's schema          (spec)
+//	GET    /api/workflows            the workflows                (ours)
+//	GET    /api/sessions/{id}        a session's stage and state  (ours)
+//	DELETE /api/sessions/{id}        end a session                (ours)
+//
+// Errors are {"detail": …} with the spec's status codes; see
+// docs/spec-notes/uaip.md for the shapes and the extras.
+func NewHandler(e *Engine, opts *HandlerOptions) http.Handler {
+	h := &handler{engine: e}
+	if opts != nil {
+		h.opts = *opts
+	}
+	if h.opts.MaxBodyBytes <= 0 {
+		h.opts.MaxBodyBytes = DefaultMaxBody
+	}
+	h.logger = h.opts.Logger
+	if h.logger == nil {
+		h.logger = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /initialize", h.initialize)
+	mux.HandleFunc("POST /execute", h.execute)
+	mux.HandleFunc("GET /api/workflows", h.listWorkflows)
+	mux.HandleFunc("GET /api/workflows/{name}", h.getWorkflow)
+	mux.HandleFunc("GET /api/sessions/{id}", h.getSession)
+	mux.HandleFunc("DELETE /api/sessions/{id}", h.deleteSession)
+	for _, p := range []string{"/initialize", "/execute", "/api/workflows", "/api/workflows/{name}", "/api/sessions/{id}"} {
+		mux.HandleFunc(p, methodNotAllowed)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, detail{Detail: "Not Found"})
+	})
+	var root http.Handler = mux
+	if h.opts.BearerToken != "" {
+		root = h.auth(root)
+	}
+	if len(h.opts.CORSOrigins) > 0 {
+		root = h.cors(root)
+	}
+	return root
+}
+
+type handler struct {
+	engine *Engine
+	opts   HandlerOptions
+	logger *slog.Logger
+	next   sync.Map // nextKey → json.RawMessage
+}
+
+type detail struct {
+	Detail string `json:"detail"`
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusMethodNotAllowed, detail{Detail: "Method Not Allowed"})
+}
+
+func (h *handler) auth(next http.Handler) http.Handler {
+	want := []byte("Bearer " + h.opts.BearerToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions && len(h.opts.CORSOrigins) > 0 {
+			next.ServeHTTP(w, r) // preflights carry no credentials
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="uaip"`)
+			writeJSON(w, http.StatusUnauthorized, detail{Detail: "Unauthorized"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *handler) cors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin != "" && (slices.Contains(h.opts.CORSOrigins, "*") || slices.Contains(h.opts.CORSOrigins, origin)) {
+			hd := w.Header()
+			hd.Set("Access-Control-Allow-Origin", origin)
+			hd.Add("Vary", "Origin")
+			hd.Set("Access-Control-Expose-Headers", HeaderSessionID)
+			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				hd.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+				hd.Set("Access-Control-Allow-Headers", "Content-Type, Authorization, "+HeaderSessionID)
+				hd.Set("Access-Control-Max-Age", "600")
+				w.WriteHeader(http.StatusNoContent)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readObject reads a JSON object body into v: 413 beyond the limit, 400
+// for anything that is not a JSON object of the expected shape.
+func (h *handler) readObject(r *http.Request, v any) error {
+	body, err := io.ReadAll(io.LimitReader(r.Body, h.opts.MaxBodyBytes+1))
+	if err != nil {
+		return newError(ErrBadRequest, "Could not read the request body")
+	}
+	if int64(len(body)) > h.opts.MaxBodyBytes {
+		return newError(ErrTooLarge, "Request body too large")
+	}
+	return decodeObject(body, v)
+}
+
+// decodeObject decodes a request body that must be exactly one JSON
+// object.
+func decodeObject(body []byte, v any) error {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return newError(ErrBadRequest, "Missing request body")
+	}
+	if trimmed[0] != '{' {
+		return newError(ErrBadRequest, "Request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return newError(ErrBadRequest, "Invalid request body: field '"+te.Field+"' must be "+jsonKind(te.Type.String()))
+		}
+		return newError(ErrBadRequest, "Invalid JSON in request body")
+	}
+	if dec.More() {
+		return newError(ErrBadRequest, "Request body must be a single JSON object")
+	}
+	return nil
+}
+
+func jsonKind(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "map["):
+		return "an object"
+	case goType == "string":
+		return "a string"
+	}
+	return "of type " + goType
+}
+
+type initializeRequest struct {
+	WorkflowName string `json:"workflow_name"`
+}
+
+type initializeResponse struct {
+	SessionID    string          `json:"session_id"`
+	Workflow     string          `json:"workflow"`
+	InitialStage string          `json:"initial_stage"`
+	Stages       []string        `json:"stages"`
+	Next         json.RawMessage `json:"next"`
+}
+
+func (h *handler) initialize(w http.ResponseWriter, r *http.Request) {
+	var req initializeRequest
+	if err := h.readObject(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if req.WorkflowName == "" {
+		h.fail(w, r, newError(ErrBadRequest, "workflow_name is required"))
+		return
+	}
+	s, err := h.engine.Initialize(r.Context(), req.WorkflowName)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	wf, _ := h.engine.Workflow(s.Workflow)
+	w.Header().Set(HeaderSessionID, s.ID)
+	writeJSON(w, http.StatusOK, initializeResponse{SessionID: s.ID, Workflow: s.Workflow, InitialStage: s.Stage,
+		Stages: wf.StageNames(), Next: h.nextFor(wf, s.Stage)})
+}
+
+type executeResponse struct {
+	SessionID    string          `json:"session_id"`
+	Workflow     string          `json:"workflow"`
+	Action       string          `json:"action"`
+	CurrentStage string          `json:"current_stage"`
+	Result       any             `json:"result"`
+	State        map[string]any  `json:"state"`
+	Next         json.RawMessage `json:"next"`
+}
+
+func (h *handler) execute(w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get(HeaderSessionID)
+	if id == "" {
+		h.fail(w, r, newError(ErrMissingSession, "Missing X-Session-Id header"))
+		return
+	}
+	var req ExecuteRequest
+	if err := h.readObject(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	res, err := h.engine.Execute(r.Context(), id, &req)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	s := res.Session
+	wf, _ := h.engine.Workflow(s.Workflow)
+	w.Header().Set(HeaderSessionID, s.ID)
+	writeJSON(w, http.StatusOK, executeResponse{SessionID: s.ID, Workflow: s.Workflow, Action: res.Action,
+		CurrentStage: s.Stage, Result: res.Result, State: s.State, Next: h.nextFor(wf, s.Stage)})
+}
+
+// nextView is what an agent can do in a stage: its tasks with their
+// schemas and the stages it may move to.
+type nextView struct {
+	Stage       string              `json:"stage"`
+	Description string              `json:"description,omitempty"`
+	Tasks       map[string]taskView `json:"tasks"`
+	Transitions []string            `json:"transitions"`
+}
+
+type taskView struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Parameters  any    `json:"parameters"`
+	Returns     any    `json:"returns,omitempty"`
+}
+
+type nextKey struct {
+	wf    *Workflow
+	stage string
+}
+
+// nextFor returns the encoded nextView of a stage, computed once per
+// workflow and stage.
+func (h *handler) nextFor(wf *Workflow, stage string) json.RawMessage {
+	if wf == nil {
+		return json.RawMessage("null")
+	}
+	k := nextKey{wf, stage}
+	if v, ok := h.next.Load(k); ok {
+		return v.(json.RawMessage)
+	}
+	st := wf.Stages[stage]
+	if st == nil {
+		return json.RawMessage("null")
+	}
+	b, err := json.Marshal(nextView{Stage: stage, Description: st.Description, Tasks: tasksView(st), Transitions: transitionsOf(wf, stage)})
+	if err != nil {
+		return json.RawMessage("null")
+	}
+	h.next.Store(k, json.RawMessage(b))
+	return b
+}
+
+func tasksView(st *Stage) map[string]taskView {
+	out := make(map[string]taskView, len(st.Tasks))
+	for name, t := range st.Tasks {
+		tv := taskView{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+		if t.Returns != nil {
+			tv.Returns = t.Returns
+		}
+		out[name] = tv
+	}
+	return out
+}
+
+func transitionsOf(wf *Workflow, stage string) []string {
+	t := slices.Clone(wf.Transitions[stage])
+	if t == nil {
+		t = []string{}
+	}
+	return t
+}
+
+type stageView struct {
+	Name          string              `json:"name"`
+	Description   string              `json:"description"`
+	Tasks         map[string]taskView `json:"tasks"`
+	Transitions   []string            `json:"transitions"`
+	Prerequisites []string            `json:"prerequisites,omitempty"`
+}
+
+type workflowView struct {
+	Name         string               `json:"name"`
+	Description  string               `json:"description"`
+	InitialStage string               `json:"initial_stage"`
+	Stages       map[string]stageView `json:"stages"`
+}
+
+// WorkflowSchema returns the GET /api/workflows/{name} view of w.
+func WorkflowSchema(w *Workflow) any {
+	v := workflowView{Name: w.Name, Description: w.Description, InitialStage: w.InitialStage, Stages: map[string]stageView{}}
+	for name, st := range w.Stages {
+		v.Stages[name] = stageView{Name: st.Name, Description: st.Description, Tasks: tasksView(st),
+			Transitions: transitionsOf(w, name), Prerequisites: st.Prerequisites}
+	}
+	return v
+}
+
+func (h *handler) getWorkflow(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	wf, ok := h.engine.Workflow(name)
+	if !ok {
+		h.fail(w, r, newError(ErrWorkflowNotFound, "Workflow '"+name+"' not found"))
+		return
+	}
+	writeJSON(w, http.StatusOK, WorkflowSchema(wf))
+}
+
+type workflowSummary struct {
+	Name         string   `json:"name"`
+	Description  string   `json:"description"`
+	InitialStage string   `json:"initial_stage"`
+	Stages       []string `json:"stages"`
+}
+
+func (h *handler) listWorkflows(w http.ResponseWriter, r *http.Request) {
+	out := []workflowSummary{}
+	for _, wf := range h.engine.Workflows() {
+		out = append(out, workflowSummary{wf.Name, wf.Description, wf.InitialStage, wf.StageNames()})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workflows": out})
+}
+
+func (h *handler) getSession(w http.ResponseWriter, r *http.Request) {
+	s, err := h.engine.Session(r.Context(), r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+func (h *handler) deleteSession(w http.ResponseWriter, r *http.Request) {
+	if err := h.engine.DeleteSession(r.Context(), r.PathValue("id")); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type errorBody struct {
+	Detail  string       `json:"detail"`
+	Missing []string     `json:"missing,omitempty"`
+	Errors  []FieldError `json:"errors,omitempty"`
+	Allowed []string     `json:"allowed,omitempty"`
+}
+
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return // the client is gone
+	}
+	e := asError(err)
+	if e.Status == http.StatusInternalServerError {
+		h.logger.Error("uaip: internal error", "path", r.URL.Path, "error", err)
+	}
+	writeJSON(w, e.Status, errorBody{Detail: e.Detail, Missing: e.Missing, Errors: e.Errors, Allowed: e.Allowed})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"detail":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
