@@ -339,7 +339,7 @@ func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Ses
 	}
 	if fes := validateArgs(t.params, args); len(fes) > 0 {
 		return nil, &Error{Status: statusOf[ErrInvalidArguments], kind: ErrInvalidArguments, Errors: fes,
-			Detail: fmt.Sprintf("Invalid arguments for task '%s': %s", t.Name, fes[0].Path+": "+fes[0].Message)}
+			Detail: fmt.Sprintf("Invalid arguments for task '%s': %s", t.Name, fes[0])}
 	}
 	tctx, cancel := context.WithTimeout(ctx, e.opts.TaskTimeout)
 	defer cancel()

@@ -30,6 +30,14 @@ type FieldError struct {
 
 func (e *Error) Error() string { return e.Detail }
 
+// String returns "path: message", or the message alone at the root.
+func (f FieldError) String() string {
+	if f.Path == "" {
+		return f.Message
+	}
+	return f.Path + ": " + f.Message
+}
+
 // Unwrap returns the sentinel naming the condition.
 func (e *Error) Unwrap() error { return e.kind }
 

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/agentry-dev/agentry/llm"
 )
 
 // HeaderSessionID carries the session on /execute requests and on the
@@ -192,6 +194,15 @@ type initializeResponse struct {
 	Next         json.RawMessage `json:"next"`
 }
 
+// InitializeResponse is the body of POST /initialize as Client returns it.
+type InitializeResponse struct {
+	SessionID    string   `json:"session_id"`
+	Workflow     string   `json:"workflow"`
+	InitialStage string   `json:"initial_stage"`
+	Stages       []string `json:"stages"`
+	Next         *Next    `json:"next,omitempty"`
+}
+
 func (h *handler) initialize(w http.ResponseWriter, r *http.Request) {
 	var req initializeRequest
 	if err := h.readObject(r, &req); err != nil {
@@ -211,6 +222,18 @@ func (h *handler) initialize(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(HeaderSessionID, s.ID)
 	writeJSON(w, http.StatusOK, initializeResponse{SessionID: s.ID, Workflow: s.Workflow, InitialStage: s.Stage,
 		Stages: wf.StageNames(), Next: h.nextFor(wf, s.Stage)})
+}
+
+// ExecuteResponse is the body of a successful POST /execute as Client
+// returns it.
+type ExecuteResponse struct {
+	SessionID    string          `json:"session_id"`
+	Workflow     string          `json:"workflow"`
+	Action       string          `json:"action"`
+	CurrentStage string          `json:"current_stage"`
+	Result       json.RawMessage `json:"result"`
+	State        map[string]any  `json:"state"`
+	Next         *Next           `json:"next,omitempty"`
 }
 
 type executeResponse struct {
@@ -246,20 +269,22 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request) {
 		CurrentStage: s.Stage, Result: res.Result, State: s.State, Next: h.nextFor(wf, s.Stage)})
 }
 
-// nextView is what an agent can do in a stage: its tasks with their
-// schemas and the stages it may move to.
-type nextView struct {
+// Next is what an agent can do in a stage: its tasks with their schemas
+// and the stages it may move to. Every /execute and /initialize response
+// carries it, so an agent never needs a second call.
+type Next struct {
 	Stage       string              `json:"stage"`
 	Description string              `json:"description,omitempty"`
-	Tasks       map[string]taskView `json:"tasks"`
+	Tasks       map[string]TaskInfo `json:"tasks"`
 	Transitions []string            `json:"transitions"`
 }
 
-type taskView struct {
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	Parameters  any    `json:"parameters"`
-	Returns     any    `json:"returns,omitempty"`
+// TaskInfo describes a task to a caller.
+type TaskInfo struct {
+	Name        string     `json:"name"`
+	Description string     `json:"description"`
+	Parameters  llm.Schema `json:"parameters"`
+	Returns     llm.Schema `json:"returns,omitempty"`
 }
 
 type nextKey struct {
@@ -281,7 +306,7 @@ func (h *handler) nextFor(wf *Workflow, stage string) json.RawMessage {
 	if st == nil {
 		return json.RawMessage("null")
 	}
-	b, err := json.Marshal(nextView{Stage: stage, Description: st.Description, Tasks: tasksView(st), Transitions: transitionsOf(wf, stage)})
+	b, err := json.Marshal(Next{Stage: stage, Description: st.Description, Tasks: tasksView(st), Transitions: transitionsOf(wf, stage)})
 	if err != nil {
 		return json.RawMessage("null")
 	}
@@ -289,14 +314,10 @@ func (h *handler) nextFor(wf *Workflow, stage string) json.RawMessage {
 	return b
 }
 
-func tasksView(st *Stage) map[string]taskView {
-	out := make(map[string]taskView, len(st.Tasks))
+func tasksView(st *Stage) map[string]TaskInfo {
+	out := make(map[string]TaskInfo, len(st.Tasks))
 	for name, t := range st.Tasks {
-		tv := taskView{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
-		if t.Returns != nil {
-			tv.Returns = t.Returns
-		}
-		out[name] = tv
+		out[name] = TaskInfo{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Returns: t.Returns}
 	}
 	return out
 }
@@ -309,26 +330,28 @@ func transitionsOf(wf *Workflow, stage string) []string {
 	return t
 }
 
-type stageView struct {
+// StageInfo is a stage as GET /api/workflows/{name} shows it.
+type StageInfo struct {
 	Name          string              `json:"name"`
 	Description   string              `json:"description"`
-	Tasks         map[string]taskView `json:"tasks"`
+	Tasks         map[string]TaskInfo `json:"tasks"`
 	Transitions   []string            `json:"transitions"`
 	Prerequisites []string            `json:"prerequisites,omitempty"`
 }
 
-type workflowView struct {
+// WorkflowInfo is the body of GET /api/workflows/{name} (UAIP-0.1).
+type WorkflowInfo struct {
 	Name         string               `json:"name"`
 	Description  string               `json:"description"`
 	InitialStage string               `json:"initial_stage"`
-	Stages       map[string]stageView `json:"stages"`
+	Stages       map[string]StageInfo `json:"stages"`
 }
 
-// WorkflowSchema returns the GET /api/workflows/{name} view of w.
-func WorkflowSchema(w *Workflow) any {
-	v := workflowView{Name: w.Name, Description: w.Description, InitialStage: w.InitialStage, Stages: map[string]stageView{}}
+// Info returns the GET /api/workflows/{name} view of w.
+func (w *Workflow) Info() *WorkflowInfo {
+	v := &WorkflowInfo{Name: w.Name, Description: w.Description, InitialStage: w.InitialStage, Stages: map[string]StageInfo{}}
 	for name, st := range w.Stages {
-		v.Stages[name] = stageView{Name: st.Name, Description: st.Description, Tasks: tasksView(st),
+		v.Stages[name] = StageInfo{Name: st.Name, Description: st.Description, Tasks: tasksView(st),
 			Transitions: transitionsOf(w, name), Prerequisites: st.Prerequisites}
 	}
 	return v
@@ -341,10 +364,11 @@ func (h *handler) getWorkflow(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, newError(ErrWorkflowNotFound, "Workflow '"+name+"' not found"))
 		return
 	}
-	writeJSON(w, http.StatusOK, WorkflowSchema(wf))
+	writeJSON(w, http.StatusOK, wf.Info())
 }
 
-type workflowSummary struct {
+// WorkflowSummary is an entry of GET /api/workflows.
+type WorkflowSummary struct {
 	Name         string   `json:"name"`
 	Description  string   `json:"description"`
 	InitialStage string   `json:"initial_stage"`
@@ -352,9 +376,9 @@ type workflowSummary struct {
 }
 
 func (h *handler) listWorkflows(w http.ResponseWriter, r *http.Request) {
-	out := []workflowSummary{}
+	out := []WorkflowSummary{}
 	for _, wf := range h.engine.Workflows() {
-		out = append(out, workflowSummary{wf.Name, wf.Description, wf.InitialStage, wf.StageNames()})
+		out = append(out, WorkflowSummary{wf.Name, wf.Description, wf.InitialStage, wf.StageNames()})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"workflows": out})
 }

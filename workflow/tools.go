@@ -1,0 +1,256 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/llm"
+)
+
+// Names of the bridge's own tools (prefixed so that they cannot clash with
+// a workflow's task names).
+const (
+	ToolTransition = "uaip_stage_transition"
+	ToolStateInput = "uaip_state_input"
+)
+
+// Toolset bridges a UAIP session to an agent: Tools returns the current
+// stage's tasks as llm.Tools plus a transition tool (listing only the
+// allowed stages) and a state-input tool, so the model can only call what
+// the stage allows. After a transition the set changes: RunAgent rebuilds
+// the agent's tools at each stage change. Safe for concurrent use.
+type Toolset struct {
+	client   *Client
+	session  string
+	workflow string
+
+	mu      sync.Mutex
+	next    *Next
+	changed bool
+}
+
+// NewToolset starts a session of workflowName on the server and returns
+// its toolset.
+func NewToolset(ctx context.Context, c *Client, workflowName string) (*Toolset, error) {
+	r, err := c.Initialize(ctx, workflowName)
+	if err != nil {
+		return nil, err
+	}
+	ts := &Toolset{client: c, session: r.SessionID, workflow: r.Workflow, next: r.Next}
+	if ts.next == nil { // a server without the next extension
+		if err := ts.refresh(ctx, r.InitialStage); err != nil {
+			return nil, err
+		}
+	}
+	return ts, nil
+}
+
+// AttachToolset returns the toolset of an existing session.
+func AttachToolset(ctx context.Context, c *Client, sessionID string) (*Toolset, error) {
+	s, err := c.Session(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	ts := &Toolset{client: c, session: s.ID, workflow: s.Workflow}
+	if err := ts.refresh(ctx, s.Stage); err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
+// refresh reads the stage's tasks and transitions from the workflow schema.
+func (ts *Toolset) refresh(ctx context.Context, stage string) error {
+	info, err := ts.client.Workflow(ctx, ts.workflow)
+	if err != nil {
+		return err
+	}
+	st, ok := info.Stages[stage]
+	if !ok {
+		return fmt.Errorf("uaip: workflow %s has no stage %s", ts.workflow, stage)
+	}
+	ts.mu.Lock()
+	ts.next = &Next{Stage: stage, Description: st.Description, Tasks: st.Tasks, Transitions: st.Transitions}
+	ts.mu.Unlock()
+	return nil
+}
+
+// SessionID returns the session's ID.
+func (ts *Toolset) SessionID() string { return ts.session }
+
+// Stage returns the current stage.
+func (ts *Toolset) Stage() string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.next.Stage
+}
+
+// takeChanged reports (and clears) whether the stage changed since the
+// last call.
+func (ts *Toolset) takeChanged() bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	c := ts.changed
+	ts.changed = false
+	return c
+}
+
+func (ts *Toolset) observe(r *ExecuteResponse) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if r.Next != nil {
+		if r.Next.Stage != ts.next.Stage {
+			ts.changed = true
+		}
+		ts.next = r.Next
+	} else if r.CurrentStage != ts.next.Stage {
+		ts.changed = true
+		ts.next = &Next{Stage: r.CurrentStage}
+	}
+}
+
+// Tools returns the tools of the current stage, sorted by name.
+func (ts *Toolset) Tools() []llm.Tool {
+	ts.mu.Lock()
+	next := ts.next
+	ts.mu.Unlock()
+	names := make([]string, 0, len(next.Tasks))
+	for n := range next.Tasks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tools := make([]llm.Tool, 0, len(names)+2)
+	for _, n := range names {
+		ti := next.Tasks[n]
+		params := ti.Parameters
+		if params == nil {
+			params = llm.Schema{"type": "object", "properties": map[string]any{}}
+		}
+		tools = append(tools, llm.Tool{Name: n, Description: ti.Description, Parameters: params,
+			Run: func(ctx context.Context, args map[string]any) (any, error) {
+				return ts.act(ctx, &ExecuteRequest{Action: ActionMethodCall, Task: n, Args: args})
+			}})
+	}
+	if len(next.Transitions) > 0 {
+		stages := make([]any, len(next.Transitions))
+		for i, s := range next.Transitions {
+			stages[i] = s
+		}
+		tools = append(tools, llm.Tool{Name: ToolTransition,
+			Description: fmt.Sprintf("Move from stage %q to another stage of the %s workflow; the tools change with the stage.", next.Stage, ts.workflow),
+			Parameters: llm.Schema{"type": "object", "properties": map[string]any{"stage": map[string]any{"type": "string", "enum": stages}},
+				"required": []any{"stage"}, "additionalProperties": false},
+			Run: func(ctx context.Context, args map[string]any) (any, error) {
+				stage, _ := args["stage"].(string)
+				return ts.act(ctx, &ExecuteRequest{Action: ActionStageTransition, Stage: stage})
+			}})
+	}
+	tools = append(tools, llm.Tool{Name: ToolStateInput,
+		Description: "Set values in the session state (keys are flat strings such as \"user.email\"); some stages need keys set before they can be entered. A null value removes a key.",
+		Parameters: llm.Schema{"type": "object", "properties": map[string]any{"state_updates": map[string]any{"type": "object"}},
+			"required": []any{"state_updates"}, "additionalProperties": false},
+		Run: func(ctx context.Context, args map[string]any) (any, error) {
+			updates, _ := args["state_updates"].(map[string]any)
+			return ts.act(ctx, &ExecuteRequest{Action: ActionStateInput, StateUpdates: updates})
+		}})
+	return tools
+}
+
+// act runs an action and returns what the model sees: the result and
+// where the session now stands; an error's detail and extras become the
+// tool's error text.
+func (ts *Toolset) act(ctx context.Context, req *ExecuteRequest) (any, error) {
+	req.WorkflowName = ts.workflow
+	r, err := ts.client.Execute(ctx, ts.session, req)
+	if err != nil {
+		var we *Error
+		if errors.As(err, &we) {
+			return nil, errors.New(describeError(we))
+		}
+		return nil, err
+	}
+	ts.observe(r)
+	out := map[string]any{"current_stage": r.CurrentStage}
+	if len(r.Result) > 0 && string(r.Result) != "null" {
+		out["result"] = json.RawMessage(r.Result)
+	}
+	if req.Action != ActionMethodCall {
+		out["state"] = r.State
+	}
+	if r.Next != nil {
+		tasks := make([]string, 0, len(r.Next.Tasks))
+		for n := range r.Next.Tasks {
+			tasks = append(tasks, n)
+		}
+		sort.Strings(tasks)
+		out["available_tasks"], out["transitions"] = tasks, r.Next.Transitions
+	}
+	return out, nil
+}
+
+func describeError(e *Error) string {
+	var b strings.Builder
+	b.WriteString(e.Detail)
+	if len(e.Missing) > 0 {
+		fmt.Fprintf(&b, " (set these state keys first with %s: %s)", ToolStateInput, strings.Join(e.Missing, ", "))
+	}
+	for _, f := range e.Errors {
+		b.WriteString("; " + f.String())
+	}
+	if len(e.Allowed) > 0 {
+		fmt.Fprintf(&b, " (allowed: %s)", strings.Join(e.Allowed, ", "))
+	}
+	return b.String()
+}
+
+// RunAgent drives an agent through the session: it builds the agent from
+// opts with the current stage's tools (replacing opts.Tools), runs it, and
+// whenever a transition changes the stage it rebuilds the agent with the
+// new stage's tools and continues from the state reached (no new input),
+// until a run completes without a stage change. opts.Strategy's stop
+// condition is kept and checked too.
+func RunAgent(ctx context.Context, ts *Toolset, opts agent.Options, input llm.Input, state *agent.State) (*agent.Result, error) {
+	userStop := opts.Strategy.StopCondition
+	stopped := false
+	opts.Strategy.StopCondition = func(ctx context.Context, s *agent.State) bool {
+		if userStop != nil && userStop(ctx, s) {
+			stopped = true
+			return true
+		}
+		return ts.takeChangedPeek()
+	}
+	var turns []*llm.Turn
+	var first llm.Message
+	for {
+		opts.Tools = ts.Tools()
+		a, err := agent.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		res, err := a.Generate(ctx, input, state)
+		if err != nil {
+			return nil, err
+		}
+		if first == nil && len(res.Turn.Messages) > 0 && input != nil {
+			first = res.Turn.Messages[0]
+		}
+		turns = append(turns, res.Turn)
+		state, input = res.State, nil
+		if stopped || !ts.takeChanged() {
+			return &agent.Result{Turn: agent.MergeTurns(first, turns...), State: state}, nil
+		}
+	}
+}
+
+// takeChangedPeek reports whether the stage changed, without clearing it
+// (RunAgent clears it between agents).
+func (ts *Toolset) takeChangedPeek() bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.changed
+}
