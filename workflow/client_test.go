@@ -148,4 +148,3 @@ func TestToolsBridgeDrivesAnAgentThroughTheStages(t *testing.T) {
 		t.Errorf("order not placed: %+v", s.State)
 	}
 }
-
