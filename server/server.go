@@ -1,0 +1,246 @@
+// Package server composes agentry's protocol handlers into one
+// http.Server: timeouts and header limits on every connection, an
+// in-flight request limit (503 with Retry-After beyond it), request
+// metrics at /metrics (Prometheus text format), health at /healthz,
+// structured access logs, and graceful shutdown that finishes in-flight
+// requests.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentry-dev/agentry/internal/metrics"
+)
+
+// Options configures a Server; the zero value works.
+type Options struct {
+	// Logger receives operational and access records; nil uses
+	// slog.Default(). Access records are at Debug level.
+	Logger *slog.Logger
+	// MaxInFlight bounds concurrent requests; beyond it requests get 503
+	// with Retry-After. 0 means 4096.
+	MaxInFlight int
+	// ReadHeaderTimeout (0: 10 s), ReadTimeout (0: 60 s), WriteTimeout
+	// (0: 120 s) and IdleTimeout (0: 120 s) are the http.Server limits.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// ShutdownTimeout bounds the wait for in-flight requests on shutdown
+	// (0: 30 s).
+	ShutdownTimeout time.Duration
+	// MaxHeaderBytes bounds request headers (0: 64 KiB).
+	MaxHeaderBytes int
+}
+
+// Server is agentry's HTTP server.
+type Server struct {
+	opts     Options
+	logger   *slog.Logger
+	mux      *http.ServeMux
+	registry *metrics.Registry
+	requests *metrics.CounterVec
+	latency  *metrics.HistogramVec
+	inflight atomic.Int64
+	sem      chan struct{}
+
+	mu     sync.Mutex
+	checks map[string]func(context.Context) error
+}
+
+// New returns a server with /healthz and /metrics mounted.
+func New(opts Options) *Server {
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 4096
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&opts.ReadHeaderTimeout, 10*time.Second)
+	def(&opts.ReadTimeout, 60*time.Second)
+	def(&opts.WriteTimeout, 120*time.Second)
+	def(&opts.IdleTimeout, 120*time.Second)
+	def(&opts.ShutdownTimeout, 30*time.Second)
+	if opts.MaxHeaderBytes <= 0 {
+		opts.MaxHeaderBytes = 64 << 10
+	}
+	s := &Server{opts: opts, logger: opts.Logger, mux: http.NewServeMux(), registry: &metrics.Registry{},
+		sem: make(chan struct{}, opts.MaxInFlight), checks: map[string]func(context.Context) error{}}
+	if s.logger == nil {
+		s.logger = slog.Default()
+	}
+	s.requests = s.registry.NewCounterVec("agentry_http_requests_total", "HTTP requests by route, method and status.", "route", "method", "code")
+	s.latency = s.registry.NewHistogramVec("agentry_http_request_duration_seconds", "HTTP request latency by route.", nil, "route")
+	s.registry.NewGaugeFunc("agentry_http_requests_in_flight", "Requests being served.", func() float64 { return float64(s.inflight.Load()) })
+	s.registry.NewGaugeFunc("go_goroutines", "Goroutines.", func() float64 { return float64(runtime.NumGoroutine()) })
+	s.registry.NewGaugeFunc("go_memstats_heap_inuse_bytes", "Heap in use.", func() float64 {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return float64(m.HeapInuse)
+	})
+	s.mux.HandleFunc("GET /healthz", s.health)
+	s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		s.registry.WriteTo(w)
+	})
+	return s
+}
+
+// Metrics returns the registry served at /metrics, for other packages'
+// metrics.
+func (s *Server) Metrics() *metrics.Registry { return s.registry }
+
+// AddHealthCheck adds a check /healthz runs; a failing check makes it 503.
+func (s *Server) AddHealthCheck(name string, check func(context.Context) error) {
+	s.mu.Lock()
+	s.checks[name] = check
+	s.mu.Unlock()
+}
+
+// Handle mounts h at a ServeMux pattern, instrumented under that route.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, s.instrument(pattern, h))
+}
+
+// Handler returns the server's root handler (with the in-flight limit).
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"detail":"server overloaded, retry later"}` + "\n"))
+			return
+		}
+		s.inflight.Add(1)
+		defer func() { s.inflight.Add(-1); <-s.sem }()
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer
+// (flushing streams).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+var codeText [600]string
+
+func init() {
+	for i := range codeText {
+		codeText[i] = strconv.Itoa(i)
+	}
+}
+
+func (s *Server) instrument(route string, h http.Handler) http.Handler {
+	debug := s.logger.Enabled(context.Background(), slog.LevelDebug)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		code := sw.code
+		if code == 0 {
+			code = http.StatusOK
+		}
+		d := time.Since(start)
+		ct := strconv.Itoa(code)
+		if code >= 0 && code < len(codeText) {
+			ct = codeText[code]
+		}
+		s.requests.Inc(route, r.Method, ct)
+		s.latency.Observe(d.Seconds(), route)
+		if debug {
+			s.logger.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", code, "duration", d, "remote", r.RemoteAddr)
+		}
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	checks := make(map[string]func(context.Context) error, len(s.checks))
+	for k, v := range s.checks {
+		checks[k] = v
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	status := http.StatusOK
+	results := map[string]string{}
+	for name, check := range checks {
+		if err := check(ctx); err != nil {
+			status = http.StatusServiceUnavailable
+			results[name] = "failing"
+			s.logger.Warn("health check failed", "check", name, "error", err)
+		} else {
+			results[name] = "ok"
+		}
+	}
+	body := map[string]any{"status": "ok", "checks": results}
+	if status != http.StatusOK {
+		body["status"] = "failing"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: it stops
+// accepting, lets in-flight requests finish (up to ShutdownTimeout) and
+// returns nil.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.logger.Info("shutting down: finishing in-flight requests", "in_flight", s.inflight.Load())
+	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return err
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
