@@ -5,6 +5,13 @@
 //
 // An Engine holds the registered workflows and drives sessions, which a
 // SessionStore persists (store/memstore, store/sqlstore); NewHandler
-// serves the protocol's endpoints; Client speaks it; Tools turns a session
-// into llm.Tools for an agent.
+// serves the protocol's endpoints; Client speaks it; a Toolset turns a
+// session into llm.Tools for an agent (RunAgent drives one through the
+// stages).
+//
+// Tasks are Go functions (NewTask infers the parameter schema from a Go
+// struct) or, for workflows declared in YAML or JSON (LoadFile, LoadDir),
+// webhooks to an existing service (Webhook). workflow/sessiontest is the
+// suite every SessionStore passes; workflow/conformance is a black-box
+// suite for any UAIP server.
 package workflow

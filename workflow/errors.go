@@ -20,6 +20,7 @@ type Error struct {
 	// or transitions (422).
 	Allowed []string `json:"allowed,omitempty"`
 	kind    error
+	cause   error // logged for server-side failures, never sent
 }
 
 // FieldError is one failed schema check of task arguments.
@@ -71,6 +72,11 @@ var statusOf = map[error]int{
 	ErrInternal: http.StatusInternalServerError,
 }
 
+// TaskError returns the error a task implementation returns to report a
+// business failure with exactly this detail (422, ErrTaskFailed); a plain
+// error is reported as "Task 'name' failed: <error>".
+func TaskError(detail string) *Error { return newError(ErrTaskFailed, detail) }
+
 // newError returns an *Error of kind with the given detail.
 func newError(kind error, detail string) *Error {
 	return &Error{Status: statusOf[kind], Detail: detail, kind: kind}
@@ -83,5 +89,7 @@ func asError(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	return newError(ErrInternal, "internal error")
+	ie := newError(ErrInternal, "internal error")
+	ie.cause = err
+	return ie
 }

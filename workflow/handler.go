@@ -412,8 +412,12 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client is gone
 	}
 	e := asError(err)
-	if e.Status == http.StatusInternalServerError {
-		h.logger.Error("uaip: internal error", "path", r.URL.Path, "error", err)
+	if e.Status >= 500 {
+		cause := error(e)
+		if e.cause != nil {
+			cause = e.cause
+		}
+		h.logger.Error("uaip: request failed", "path", r.URL.Path, "status", e.Status, "error", cause)
 	}
 	writeJSON(w, e.Status, errorBody{Detail: e.Detail, Missing: e.Missing, Errors: e.Errors, Allowed: e.Allowed})
 }
