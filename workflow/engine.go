@@ -1,12 +1,11 @@
 package workflow
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -255,30 +254,49 @@ func (e *Engine) Execute(ctx context.Context, sessionID string, req *ExecuteRequ
 	if stage == nil { // the workflow was re-registered without this stage
 		return nil, newError(ErrInvalidTransition, fmt.Sprintf("Session is at stage '%s', which workflow '%s' no longer has", cur.Stage, w.Name))
 	}
-	next := cur.Clone()
+	next := cur.Clone() // cur stays as read, for the no-change check
 	res := &ExecuteResult{Action: req.Action}
+	changed := false
 	switch req.Action {
 	case ActionMethodCall:
-		if res.Result, err = e.callTask(ctx, w, stage, next, req); err != nil {
+		if res.Result, changed, err = e.callTask(ctx, w, stage, next, req); err != nil {
 			return nil, err
 		}
 	case ActionStageTransition:
 		if err := transition(w, next, req.Stage); err != nil {
 			return nil, err
 		}
+		changed = next.Stage != cur.Stage
 	case ActionStateInput:
 		if req.StateUpdates == nil {
 			return nil, newError(ErrBadRequest, "state_updates must be an object")
 		}
-		applyUpdates(next.State, req.StateUpdates)
+		changed = applyUpdates(next.State, req.StateUpdates)
 	}
 	now := e.opts.Now().UTC()
+	if !changed && !e.refreshDue(cur, now) {
+		// Nothing to persist: a read-only action costs no write. The
+		// session's expiry is extended lazily (refreshDue).
+		res.Session = cur
+		return res, nil
+	}
 	next.Version, next.UpdatedAt, next.ExpiresAt = cur.Version+1, now, e.expiry(now)
 	if err := e.store.Update(ctx, next); err != nil {
 		return nil, e.storeError("update", err)
 	}
 	res.Session = next
 	return res, nil
+}
+
+// refreshDue reports whether an unchanged session's expiry should be
+// pushed back now: when more than 1% of the TTL (at most a minute) has
+// passed since it was last set.
+func (e *Engine) refreshDue(s *Session, now time.Time) bool {
+	if e.opts.SessionTTL < 0 || s.ExpiresAt.IsZero() {
+		return false
+	}
+	slack := min(e.opts.SessionTTL/100, time.Minute)
+	return s.ExpiresAt.Sub(now) < e.opts.SessionTTL-slack
 }
 
 func transition(w *Workflow, s *Session, to string) error {
@@ -312,24 +330,31 @@ func quoteAll(xs []string) []string {
 	return out
 }
 
-// applyUpdates sets keys; a null value deletes the key.
-func applyUpdates(state, updates map[string]any) {
+// applyUpdates sets keys (a null value deletes the key) and reports
+// whether any key was set or deleted.
+func applyUpdates(state, updates map[string]any) bool {
+	changed := false
 	for k, v := range updates {
 		if v == nil {
-			delete(state, k)
+			if _, ok := state[k]; ok {
+				delete(state, k)
+				changed = true
+			}
 		} else {
 			state[k] = v
+			changed = true
 		}
 	}
+	return changed
 }
 
-func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Session, req *ExecuteRequest) (any, error) {
+func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Session, req *ExecuteRequest) (result any, changed bool, err error) {
 	if req.Task == "" {
-		return nil, newError(ErrBadRequest, "task is required for method_call")
+		return nil, false, newError(ErrBadRequest, "task is required for method_call")
 	}
 	t := stage.Tasks[req.Task]
 	if t == nil {
-		return nil, &Error{Status: statusOf[ErrTaskNotInStage], kind: ErrTaskNotInStage,
+		return nil, false, &Error{Status: statusOf[ErrTaskNotInStage], kind: ErrTaskNotInStage,
 			Detail:  fmt.Sprintf("Task '%s' not available in stage '%s'", req.Task, stage.Name),
 			Allowed: sortedKeys(stage.Tasks)}
 	}
@@ -338,34 +363,33 @@ func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Ses
 		args = map[string]any{}
 	}
 	if fes := validateArgs(t.params, args); len(fes) > 0 {
-		return nil, &Error{Status: statusOf[ErrInvalidArguments], kind: ErrInvalidArguments, Errors: fes,
+		return nil, false, &Error{Status: statusOf[ErrInvalidArguments], kind: ErrInvalidArguments, Errors: fes,
 			Detail: fmt.Sprintf("Invalid arguments for task '%s': %s", t.Name, fes[0])}
 	}
 	tctx, cancel := context.WithTimeout(ctx, e.opts.TaskTimeout)
 	defer cancel()
-	resp, err := runTask(tctx, t, &TaskRequest{SessionID: s.ID, Workflow: w.Name, Stage: stage.Name, Task: t.Name, Args: args, State: s.Clone().State})
+	resp, err := runTask(tctx, t, &TaskRequest{SessionID: s.ID, Workflow: w.Name, Stage: stage.Name, Task: t.Name, Args: args, State: maps.Clone(s.State)})
 	if err != nil {
 		var we *Error
 		switch {
 		case errors.As(err, &we):
-			return nil, we
+			return nil, false, we
 		case ctx.Err() != nil:
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded):
-			return nil, newError(ErrTaskUnavailable, fmt.Sprintf("Task '%s' did not finish within %s", t.Name, e.opts.TaskTimeout))
+			return nil, false, newError(ErrTaskUnavailable, fmt.Sprintf("Task '%s' did not finish within %s", t.Name, e.opts.TaskTimeout))
 		}
 		var pe *taskPanic
 		if errors.As(err, &pe) {
 			e.logger.Error("workflow: task panicked", "workflow", w.Name, "task", t.Name, "panic", pe.value, "stack", string(pe.stack))
-			return nil, newError(ErrInternal, "internal error")
+			return nil, false, newError(ErrInternal, "internal error")
 		}
-		return nil, newError(ErrTaskFailed, fmt.Sprintf("Task '%s' failed: %v", t.Name, err))
+		return nil, false, newError(ErrTaskFailed, fmt.Sprintf("Task '%s' failed: %v", t.Name, err))
 	}
 	if resp == nil {
-		return nil, nil
+		return nil, false, nil
 	}
-	applyUpdates(s.State, resp.StateUpdates)
-	return resp.Result, nil
+	return resp.Result, applyUpdates(s.State, resp.StateUpdates), nil
 }
 
 type taskPanic struct {
@@ -392,15 +416,7 @@ func validateArgs(sch *jsonschema.Schema, args map[string]any) []FieldError {
 	if sch == nil {
 		return nil
 	}
-	b, err := json.Marshal(args)
-	if err != nil {
-		return []FieldError{{Path: "", Message: "arguments are not JSON: " + err.Error()}}
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return []FieldError{{Path: "", Message: err.Error()}}
-	}
-	err = sch.Validate(inst)
+	err := sch.Validate(map[string]any(args)) // decoded JSON values are what the validator takes
 	if err == nil {
 		return nil
 	}
