@@ -56,6 +56,12 @@ type EngineOptions struct {
 	Logger *slog.Logger
 	// Now is the clock; nil uses time.Now.
 	Now func() time.Time
+	// CacheSessions keeps up to this many sessions in memory after each
+	// write, saving the store read before the next action. Only for a
+	// store this engine alone writes (SQLite): with several server
+	// processes on one store, a stale cached session makes the next write
+	// lose its compare-and-swap (409). 0 disables the cache.
+	CacheSessions int
 }
 
 // Engine runs UAIP workflows: it holds the registered workflows and
@@ -72,6 +78,9 @@ type Engine struct {
 
 	locksMu sync.Mutex
 	locks   map[string]*sessionLock
+
+	cacheMu sync.Mutex
+	cache   map[string]*Session
 }
 
 type sessionLock struct {
@@ -81,7 +90,7 @@ type sessionLock struct {
 
 // NewEngine returns an engine over store; opts may be nil.
 func NewEngine(store SessionStore, opts *EngineOptions) *Engine {
-	e := &Engine{store: store, workflows: map[string]*Workflow{}, locks: map[string]*sessionLock{}}
+	e := &Engine{store: store, workflows: map[string]*Workflow{}, locks: map[string]*sessionLock{}, cache: map[string]*Session{}}
 	if opts != nil {
 		e.opts = *opts
 	}
@@ -176,6 +185,7 @@ func (e *Engine) DeleteSession(ctx context.Context, id string) error {
 	if _, err := e.Session(ctx, id); err != nil {
 		return err
 	}
+	e.uncache(id)
 	if err := e.store.Delete(ctx, id); err != nil {
 		return e.storeError("delete", err)
 	}
@@ -236,9 +246,12 @@ func (e *Engine) Execute(ctx context.Context, sessionID string, req *ExecuteRequ
 	}
 	unlock := e.lock(sessionID)
 	defer unlock()
-	cur, err := e.Session(ctx, sessionID)
-	if err != nil {
-		return nil, err
+	cur := e.cached(sessionID)
+	if cur == nil || cur.Expired(e.opts.Now()) {
+		var err error
+		if cur, err = e.Session(ctx, sessionID); err != nil {
+			return nil, err
+		}
 	}
 	if cur.Workflow != w.Name {
 		return nil, newError(ErrBadRequest, fmt.Sprintf("Session belongs to workflow '%s', not '%s'", cur.Workflow, w.Name))
@@ -257,6 +270,7 @@ func (e *Engine) Execute(ctx context.Context, sessionID string, req *ExecuteRequ
 	next := cur.Clone() // cur stays as read, for the no-change check
 	res := &ExecuteResult{Action: req.Action}
 	changed := false
+	var err error
 	switch req.Action {
 	case ActionMethodCall:
 		if res.Result, changed, err = e.callTask(ctx, w, stage, next, req); err != nil {
@@ -282,10 +296,50 @@ func (e *Engine) Execute(ctx context.Context, sessionID string, req *ExecuteRequ
 	}
 	next.Version, next.UpdatedAt, next.ExpiresAt = cur.Version+1, now, e.expiry(now)
 	if err := e.store.Update(ctx, next); err != nil {
+		e.uncache(sessionID)
 		return nil, e.storeError("update", err)
 	}
+	e.remember(next)
 	res.Session = next
 	return res, nil
+}
+
+// cached returns a copy of the cached session, or nil.
+func (e *Engine) cached(id string) *Session {
+	if e.opts.CacheSessions <= 0 {
+		return nil
+	}
+	e.cacheMu.Lock()
+	defer e.cacheMu.Unlock()
+	if s := e.cache[id]; s != nil {
+		return s.Clone()
+	}
+	return nil
+}
+
+func (e *Engine) remember(s *Session) {
+	if e.opts.CacheSessions <= 0 {
+		return
+	}
+	c := s.Clone()
+	e.cacheMu.Lock()
+	defer e.cacheMu.Unlock()
+	if _, ok := e.cache[s.ID]; !ok && len(e.cache) >= e.opts.CacheSessions {
+		for k := range e.cache { // evict an arbitrary entry
+			delete(e.cache, k)
+			break
+		}
+	}
+	e.cache[s.ID] = c
+}
+
+func (e *Engine) uncache(id string) {
+	if e.opts.CacheSessions <= 0 {
+		return
+	}
+	e.cacheMu.Lock()
+	delete(e.cache, id)
+	e.cacheMu.Unlock()
 }
 
 // refreshDue reports whether an unchanged session's expiry should be

@@ -494,3 +494,47 @@ func FuzzExecuteRequest(f *testing.F) {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestEngineSessionCache(t *testing.T) {
+	store := &countingStore{mapStore: newMapStore()}
+	e := workflow.NewEngine(store, &workflow.EngineOptions{CacheSessions: 2})
+	e.Register(builtin.Store())
+	ctx := context.Background()
+	s, _ := e.Initialize(ctx, "store")
+	for _, st := range []string{"cart", "browse", "cart"} {
+		if _, err := e.Execute(ctx, s.ID, &workflow.ExecuteRequest{WorkflowName: "store", Action: "stage_transition", Stage: st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if store.gets != 1 {
+		t.Errorf("%d store reads for 3 actions, want 1 (then the cache)", store.gets)
+	}
+	// Another writer changes the session behind the engine's back: the
+	// stale cache loses the compare-and-swap, and the next action reads
+	// the store again.
+	cur, _ := store.mapStore.Get(ctx, s.ID)
+	cur.Version++
+	cur.Stage = "browse"
+	store.mapStore.Update(ctx, cur)
+	_, err := e.Execute(ctx, s.ID, &workflow.ExecuteRequest{WorkflowName: "store", Action: "state_input", StateUpdates: map[string]any{"k": 1.0}})
+	if !errors.Is(err, workflow.ErrConflict) {
+		t.Fatalf("stale cache: %v, want a lost compare-and-swap", err)
+	}
+	if _, err := e.Execute(ctx, s.ID, &workflow.ExecuteRequest{WorkflowName: "store", Action: "stage_transition", Stage: "cart"}); err != nil {
+		t.Errorf("after the conflict: %v", err)
+	}
+	for range 3 { // the cache stays bounded
+		x, _ := e.Initialize(ctx, "store")
+		e.Execute(ctx, x.ID, &workflow.ExecuteRequest{WorkflowName: "store", Action: "stage_transition", Stage: "cart"})
+	}
+}
+
+type countingStore struct {
+	*mapStore
+	gets int
+}
+
+func (c *countingStore) Get(ctx context.Context, id string) (*workflow.Session, error) {
+	c.gets++
+	return c.mapStore.Get(ctx, id)
+}
