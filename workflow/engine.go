@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -159,7 +160,7 @@ func (e *Engine) Initialize(ctx context.Context, workflowName string) (*Session,
 	if !ok {
 		return nil, newError(ErrWorkflowNotFound, fmt.Sprintf("Workflow '%s' not found", workflowName))
 	}
-	now := e.opts.Now().UTC()
+	now := e.now()
 	s := &Session{ID: ids.New(), Workflow: w.Name, Stage: w.InitialStage, State: map[string]any{},
 		Version: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: e.expiry(now)}
 	if err := e.store.Create(ctx, s); err != nil {
@@ -285,9 +286,11 @@ func (e *Engine) Execute(ctx context.Context, sessionID string, req *ExecuteRequ
 		if req.StateUpdates == nil {
 			return nil, newError(ErrBadRequest, "state_updates must be an object")
 		}
-		changed = applyUpdates(next.State, req.StateUpdates)
+		if changed, err = applyUpdates(next.State, req.StateUpdates); err != nil {
+			return nil, newError(ErrBadRequest, err.Error())
+		}
 	}
-	now := e.opts.Now().UTC()
+	now := e.now()
 	if !changed && !e.refreshDue(cur, now) {
 		// Nothing to persist: a read-only action costs no write. The
 		// session's expiry is extended lazily (refreshDue).
@@ -342,6 +345,9 @@ func (e *Engine) uncache(id string) {
 	e.cacheMu.Unlock()
 }
 
+// now is the engine's clock at the stores' resolution (milliseconds).
+func (e *Engine) now() time.Time { return e.opts.Now().UTC().Truncate(time.Millisecond) }
+
 // refreshDue reports whether an unchanged session's expiry should be
 // pushed back now: when more than 1% of the TTL (at most a minute) has
 // passed since it was last set.
@@ -385,8 +391,10 @@ func quoteAll(xs []string) []string {
 }
 
 // applyUpdates sets keys (a null value deletes the key) and reports
-// whether any key was set or deleted.
-func applyUpdates(state, updates map[string]any) bool {
+// whether any key was set or deleted. Values are stored in their JSON form
+// (numbers as float64, structs as maps) — what every store gives back — so
+// a session reads the same whichever store or cache it comes from.
+func applyUpdates(state, updates map[string]any) (bool, error) {
 	changed := false
 	for k, v := range updates {
 		if v == nil {
@@ -394,12 +402,24 @@ func applyUpdates(state, updates map[string]any) bool {
 				delete(state, k)
 				changed = true
 			}
-		} else {
-			state[k] = v
-			changed = true
+			continue
 		}
+		switch v.(type) {
+		case string, float64, bool:
+		default:
+			b, err := json.Marshal(v)
+			if err != nil {
+				return false, fmt.Errorf("state key %q: value is not JSON: %w", k, err)
+			}
+			v = nil
+			if err := json.Unmarshal(b, &v); err != nil {
+				return false, fmt.Errorf("state key %q: %w", k, err)
+			}
+		}
+		state[k] = v
+		changed = true
 	}
-	return changed
+	return changed, nil
 }
 
 func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Session, req *ExecuteRequest) (result any, changed bool, err error) {
@@ -443,7 +463,13 @@ func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Ses
 	if resp == nil {
 		return nil, false, nil
 	}
-	return resp.Result, applyUpdates(s.State, resp.StateUpdates), nil
+	changed, err = applyUpdates(s.State, resp.StateUpdates)
+	if err != nil {
+		ie := newError(ErrInternal, "internal error")
+		ie.cause = fmt.Errorf("task %s returned state updates: %w", t.Name, err)
+		return nil, false, ie
+	}
+	return resp.Result, changed, nil
 }
 
 type taskPanic struct {

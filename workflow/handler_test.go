@@ -370,7 +370,7 @@ func TestUAIP_ListAndDeleteSessions(t *testing.T) {
 }
 
 func TestUAIP_SessionTTL(t *testing.T) {
-	now := time.Now().UTC()
+	now := time.Now().UTC().Truncate(time.Millisecond)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	store := newMapStore()

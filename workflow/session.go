@@ -88,9 +88,13 @@ func (s *Session) UnmarshalJSON(data []byte) error {
 // crash of the process (and, for the SQL stores, of the machine: it is
 // fsynced). Several server processes may share one store; Update's
 // compare-and-swap keeps them from overwriting each other.
+//
+// Stores keep times at millisecond resolution and state values in their
+// JSON form; expiry in Get is judged by the store's wall clock (the engine
+// checks again with its own).
 type SessionStore interface {
-	// Create stores a new session (Version 1). It fails with ErrConflict
-	// when the ID exists.
+	// Create stores a new session as version 1 (whatever s.Version says).
+	// It fails with ErrConflict when the ID exists.
 	Create(ctx context.Context, s *Session) error
 	// Get returns a copy of the session, or an error wrapping
 	// ErrSessionNotFound when it does not exist or has expired.

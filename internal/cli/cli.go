@@ -62,7 +62,7 @@ Run a prompt on any provider (offline demo model by default):
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.AddCommand(versionCmd(e), llmCmd(e), runCmd(e))
+	root.AddCommand(versionCmd(e), llmCmd(e), runCmd(e), serveCmd(e), uaipCmd(e), conformanceCmd(e))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -90,7 +90,7 @@ func versionCmd(e *env) *cobra.Command {
 				v = info.Main.Version
 			}
 			fmt.Fprintf(e.stdout, "agentry %s (%s, %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			fmt.Fprintln(e.stdout, "protocols: UPP-1.3 (llm), UAP-1.1 (agents)")
+			fmt.Fprintln(e.stdout, "protocols: UPP-1.3 (llm), UAP-1.1 (agents), UAIP-0.1 (workflows)")
 			return nil
 		},
 	}

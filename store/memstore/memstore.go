@@ -1,10 +1,12 @@
 // Package memstore provides in-memory implementations of agentry's
 // persistence interfaces, for tests and ephemeral use: nothing survives
-// the process. Its first one is the agent.CheckpointStore of UAP-1.1 §12.2
-// (specs/uap-1.1.md); store/sqlstore is the durable counterpart.
+// the process: the agent.CheckpointStore of UAP-1.1 §12.2
+// (specs/uap-1.1.md) and the workflow.SessionStore of UAIP-0.1
+// (specs/uaip-0.1.md); store/sqlstore is the durable counterpart.
 //
 //	store := memstore.New()
 //	a, err := agent.New(agent.Options{LLMOptions: opts, Checkpoints: store.Checkpoints()})
+//	engine := workflow.NewEngine(store.Sessions(), nil)
 //
 // The in-memory checkpoint store lives here rather than in agent/checkpoint
 // so that one Store value carries the in-memory version of every
@@ -25,11 +27,12 @@ import (
 // It is safe for concurrent use.
 type Store struct {
 	checkpoints *checkpoints
+	sessions    *sessions
 }
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{checkpoints: &checkpoints{m: map[string]entry{}}}
+	return &Store{checkpoints: &checkpoints{m: map[string]entry{}}, sessions: newSessions()}
 }
 
 // Checkpoints returns the store's agent.CheckpointStore. It keeps each

@@ -9,7 +9,7 @@ import (
 // A migration takes the schema from version-1 to version. Migrations are
 // append-only: a released one is never edited, a change is a new one. The
 // statements are the same for SQLite and PostgreSQL (portable types:
-// TEXT, BIGINT; times are Unix milliseconds).
+// TEXT, BIGINT; times are Unix milliseconds, NULL for none; JSON is TEXT).
 type migration struct {
 	version int
 	name    string
@@ -26,6 +26,17 @@ CREATE TABLE agent_checkpoints (
 	created_at    BIGINT NOT NULL,
 	state         TEXT NOT NULL
 )`}},
+	{2, "workflow sessions (UAIP-0.1)", []string{`
+CREATE TABLE workflow_sessions (
+	session_id TEXT PRIMARY KEY,
+	workflow   TEXT NOT NULL,
+	stage      TEXT NOT NULL,
+	state      TEXT NOT NULL,
+	version    BIGINT NOT NULL,
+	created_at BIGINT NOT NULL,
+	updated_at BIGINT NOT NULL,
+	expires_at BIGINT
+)`, `CREATE INDEX workflow_sessions_expires_at ON workflow_sessions (expires_at)`}},
 }
 
 // migrationLockKey is the PostgreSQL advisory lock serializing migrations

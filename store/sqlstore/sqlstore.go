@@ -1,12 +1,14 @@
 // Package sqlstore is agentry's database store: one database/sql
 // database, SQLite (modernc.org/sqlite, pure Go) by default or PostgreSQL
 // (github.com/jackc/pgx/v5) for scale-out, holding every persistence
-// interface. Its first one is the agent.CheckpointStore of UAP-1.1 §12.2
-// (specs/uap-1.1.md): Store.Checkpoints.
+// interface: the agent.CheckpointStore of UAP-1.1 §12.2
+// (specs/uap-1.1.md), Store.Checkpoints, and the workflow.SessionStore of
+// UAIP-0.1 (specs/uaip-0.1.md), Store.Sessions.
 //
 //	st, err := sqlstore.Open(ctx, "sqlite:///var/lib/agentry/agentry.db")
 //	defer st.Close()
 //	a, err := agent.New(agent.Options{LLMOptions: opts, Checkpoints: st.Checkpoints()})
+//	engine := workflow.NewEngine(st.Sessions(), nil)
 //
 // A store is chosen by URL (see Open). Both databases get the same schema,
 // created and upgraded by versioned migrations when the store is opened;
@@ -16,9 +18,11 @@
 // database behave as one.
 //
 // Each persistence interface is a method of Store returning a view of the
-// one database (Checkpoints today; workflow sessions, the governance
-// journal and replay caches to come), its tables added by a new entry in
-// the migration list. Queries are written once, with $N placeholders,
+// one database (Checkpoints and Sessions today; the governance journal
+// and replay caches to come), its tables added by a new entry in the
+// migration list. Session writes from many goroutines are group-committed:
+// one transaction, one fsync, for all the writes that arrive together
+// (see Store.Sessions). Queries are written once, with $N placeholders,
 // which both drivers accept.
 package sqlstore
 
@@ -40,6 +44,14 @@ import (
 // DefaultURL is the store Open uses when given "": SQLite under
 // ./agentry-data.
 const DefaultURL = "sqlite://./agentry-data/agentry.db"
+
+// The connection pool of a Store: SQLite has one writer at a time and
+// readers that are CPU-bound, so a few connections are enough; PostgreSQL
+// readers and writers wait on the network and the server.
+const (
+	sqliteConns   = 8
+	postgresConns = 16
+)
 
 // busyTimeoutMS is how long a SQLite connection waits for another
 // writer's lock before failing with SQLITE_BUSY.
@@ -72,6 +84,10 @@ type Store struct {
 	// in SQLite's busy handler. Other processes are still waited for
 	// through the busy timeout. Nil for PostgreSQL.
 	writer chan struct{}
+	// queries are the session statements, prepared by Open.
+	queries *sessionQueries
+	// commits group-commits session writes (see committer).
+	commits *committer
 }
 
 // Open opens (creating it if needed) and migrates the store named by
@@ -114,6 +130,21 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		db.SetConnMaxIdleTime(0)
 	}
 	s := &Store{db: db, dialect: d}
+	if rawURL != "memory:" {
+		// A bounded pool, all of it kept: database/sql's default (any
+		// number open, 2 kept idle) closes and reopens connections all the
+		// time under concurrent load — for SQLite, each new one runs its
+		// pragmas, parses the schema and prepares the statements again
+		// with a cold page cache; for PostgreSQL it is a new server
+		// process, and replicas must not exhaust max_connections (100 by
+		// default).
+		n := sqliteConns
+		if d == postgres {
+			n = postgresConns
+		}
+		db.SetMaxOpenConns(n)
+		db.SetMaxIdleConns(n)
+	}
 	if d == sqlite {
 		s.writer = make(chan struct{}, 1)
 	}
@@ -125,6 +156,11 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if s.queries, err = prepareSessionQueries(ctx, db); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.commits = newCommitter(s)
 	return s, nil
 }
 
@@ -184,8 +220,13 @@ func redact(raw string) string {
 	return u.Redacted()
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the database, once the session writes being committed
+// are; writes still queued fail with ErrClosed.
+func (s *Store) Close() error {
+	s.commits.close()
+	s.queries.close()
+	return s.db.Close()
+}
 
 // Driver returns "sqlite" or "postgres".
 func (s *Store) Driver() string { return s.dialect.String() }

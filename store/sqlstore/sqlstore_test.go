@@ -42,7 +42,7 @@ func TestUAP_12_2_SQLiteMemory(t *testing.T) {
 // postgresURL returns a URL of a fresh schema in the AGENTRY_TEST_POSTGRES
 // database, dropped at cleanup; it skips the test when the variable is
 // unset.
-func postgresURL(t *testing.T) string {
+func postgresURL(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("AGENTRY_TEST_POSTGRES")
 	if base == "" {
@@ -81,7 +81,7 @@ func TestUAP_12_2_PostgreSQL(t *testing.T) {
 func stores(t *testing.T) map[string]func(t *testing.T) string {
 	m := map[string]func(t *testing.T) string{"sqlite": sqliteURL}
 	if os.Getenv("AGENTRY_TEST_POSTGRES") != "" {
-		m["postgres"] = postgresURL
+		m["postgres"] = func(t *testing.T) string { return postgresURL(t) }
 	}
 	return m
 }

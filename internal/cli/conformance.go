@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/agentry-dev/agentry/workflow/conformance"
+	"github.com/spf13/cobra"
+)
+
+// conformanceCmd groups the conformance suites a server can be run
+// against; "uaip" is UAIP-0.1's (workflow/conformance).
+func conformanceCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "conformance",
+		Short: "Run a protocol's black-box conformance suite against a server",
+	}
+	var url, wf, token string
+	var timeout time.Duration
+	var asJSON bool
+	uaip := &cobra.Command{
+		Use:   "uaip",
+		Short: "Check a UAIP-0.1 server (ours or anyone's) against the spec",
+		Long: `Run the UAIP-0.1 conformance suite against the server at --url.
+
+The checks are derived from the spec (specs/uaip-0.1.md) and from the
+workflow schema the server publishes at GET /api/workflows/{name}: the
+shapes of /initialize and of the schema, every row of the error table,
+each /execute action (method calls with arguments generated from the
+task's parameters schema), that a transition moves the session, that
+sessions are independent, and that every response is JSON.
+
+One line per check (PASS, FAIL with the expectation and what the server
+did, or SKIP with the reason), then "N passed, M failed". The exit status
+is 1 when a check failed.
+
+Without --workflow the first workflow GET /api/workflows lists is tested
+(an agentry extension; other servers need --workflow).`,
+		Example: `  agentry conformance uaip --url http://127.0.0.1:8080
+  agentry conformance uaip --url https://uaip.example.com --workflow store --token "$TOKEN"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if url == "" {
+				return usageError("--url is required")
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			rep := conformance.Run(ctx, conformance.Options{BaseURL: url, Workflow: wf, BearerToken: token,
+				HTTPClient: &http.Client{Timeout: timeout}})
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range rep.Results {
+					fmt.Fprintln(e.stdout, r)
+				}
+				summary := fmt.Sprintf("%d passed, %d failed", rep.Passed(), rep.Failed())
+				if n := rep.Skipped(); n > 0 {
+					summary += fmt.Sprintf(" (%d skipped)", n)
+				}
+				fmt.Fprintln(e.stdout, summary)
+			}
+			if n := rep.Failed(); n > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("uaip conformance: %d of %d checks failed against %s", n, len(rep.Results), url)}
+			}
+			return nil
+		},
+	}
+	fl := uaip.Flags()
+	fl.StringVar(&url, "url", "http://127.0.0.1:8080", "base URL of the UAIP server")
+	fl.StringVar(&wf, "workflow", "", "workflow to test (default: the first one GET /api/workflows lists)")
+	fl.StringVar(&token, "token", "", "bearer token the server requires")
+	fl.DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each request")
+	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	cmd.AddCommand(uaip)
+	return cmd
+}

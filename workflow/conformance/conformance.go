@@ -1,0 +1,151 @@
+// Package conformance is a black-box conformance suite for servers of
+// UAIP-0.1 (specs/uaip-0.1.md), ours or anyone else's: Run talks to a
+// server over HTTP only, derives its checks from the spec's text and from
+// the workflow schema the server publishes (GET /api/workflows/{name}),
+// and returns a Report with one Result per check, each named after the
+// spec clause it tests.
+//
+// What it checks: the shapes of POST /initialize (session_id as a UUID,
+// workflow, initial_stage, stages, the X-Session-Id header) and of GET
+// /api/workflows/{name}; every row of the spec's error table (400, 404,
+// 422, each a JSON object with a string "detail"); each /execute action
+// (method_call with arguments generated from the task's parameters
+// schema, stage_transition along the graph, state_input); that a
+// transition moves the session; that sessions are independent of each
+// other; and that every response is application/json.
+//
+// Tasks whose parameters cannot be satisfied generically (a pattern, an
+// unknown format, $ref, combinators…) are reported as skipped, not failed.
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Options configures Run. BaseURL is required.
+type Options struct {
+	// BaseURL is the server's root, e.g. "http://127.0.0.1:8080".
+	BaseURL string
+	// Workflow names the workflow to test. When empty, Run takes the first
+	// workflow GET /api/workflows lists (an agentry extension); against a
+	// server without that endpoint it must be set.
+	Workflow string
+	// HTTPClient sends the requests; nil uses a client with a 10 s timeout.
+	HTTPClient *http.Client
+	// BearerToken, when set, is sent as "Authorization: Bearer …".
+	BearerToken string
+}
+
+// Result is the outcome of one check.
+type Result struct {
+	// Name identifies the check, e.g. "errors/422-invalid-action".
+	Name string `json:"name"`
+	// Clause is the spec section or error-table row the check tests.
+	Clause string `json:"clause"`
+	// Passed is true when the server behaved as the clause requires.
+	Passed bool `json:"passed"`
+	// Skipped is true when the check could not run (Passed is false):
+	// e.g. a task whose parameters cannot be generated, or a check that
+	// needs a session /initialize did not give.
+	Skipped bool `json:"skipped,omitempty"`
+	// Expectation says what the clause requires.
+	Expectation string `json:"expectation"`
+	// Got describes what the server did (or why the check was skipped).
+	Got string `json:"got,omitempty"`
+}
+
+// Status is "PASS", "FAIL" or "SKIP".
+func (r Result) Status() string {
+	switch {
+	case r.Skipped:
+		return "SKIP"
+	case r.Passed:
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// String formats the result on one line; a failure includes the
+// expectation and what the server did.
+func (r Result) String() string {
+	s := fmt.Sprintf("%s  %s  [%s]", r.Status(), r.Name, r.Clause)
+	switch {
+	case r.Skipped:
+		s += "  skipped: " + r.Got
+	case !r.Passed:
+		s += "  want: " + r.Expectation + "; got: " + r.Got
+	}
+	return s
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	BaseURL  string   `json:"base_url"`
+	Workflow string   `json:"workflow"`
+	Results  []Result `json:"results"`
+}
+
+// Passed counts the checks that passed.
+func (r *Report) Passed() int { return r.count(func(x Result) bool { return x.Passed && !x.Skipped }) }
+
+// Failed counts the checks that failed.
+func (r *Report) Failed() int { return r.count(func(x Result) bool { return !x.Passed && !x.Skipped }) }
+
+// Skipped counts the checks that could not run.
+func (r *Report) Skipped() int { return r.count(func(x Result) bool { return x.Skipped }) }
+
+// Result returns the result of the check with the given name.
+func (r *Report) Result(name string) (Result, bool) {
+	for _, x := range r.Results {
+		if x.Name == name {
+			return x, true
+		}
+	}
+	return Result{}, false
+}
+
+func (r *Report) count(f func(Result) bool) int {
+	n := 0
+	for _, x := range r.Results {
+		if f(x) {
+			n++
+		}
+	}
+	return n
+}
+
+// The spec clauses the checks are named after.
+const (
+	clauseTransport      = "Transport: Content-Type application/json"
+	clauseInitResponse   = "POST /initialize: Response"
+	clauseInitHeader     = "POST /initialize: Headers (response includes X-Session-Id)"
+	clauseSchema         = "GET /api/workflows/{name}: Response"
+	clauseErrorShape     = "Errors: a JSON object with a detail field"
+	clause400Body        = "Errors: 400 Missing or invalid request body"
+	clause400Header      = "Errors: 400 Missing X-Session-Id header on /execute"
+	clause404Workflow    = "Errors: 404 Workflow not found"
+	clause404Session     = "Errors: 404 Session not found"
+	clause422Action      = "Errors: 422 Invalid action type"
+	clause422Task        = "Errors: 422 Task not in current stage"
+	clause422Transition  = "Errors: 422 Invalid stage transition"
+	clauseMethodCall     = "POST /execute: Action method_call"
+	clauseTransition     = "POST /execute: Action stage_transition"
+	clauseStateInput     = "POST /execute: Action state_input"
+	clauseSessionIsolate = "Types: Session (a stateful interaction context bound to a workflow instance)"
+)
+
+// Run runs the suite against the server at opts.BaseURL. It never
+// returns nil; a server that cannot be reached yields failed checks.
+func Run(ctx context.Context, opts Options) *Report {
+	r := &runner{opts: opts, base: strings.TrimRight(opts.BaseURL, "/"), hc: opts.HTTPClient}
+	if r.hc == nil {
+		r.hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	r.report = &Report{BaseURL: r.base, Workflow: opts.Workflow}
+	r.run(ctx)
+	return r.report
+}

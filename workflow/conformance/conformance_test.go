@@ -1,0 +1,265 @@
+package conformance_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentry-dev/agentry/internal/builtin"
+	"github.com/agentry-dev/agentry/store/memstore"
+	"github.com/agentry-dev/agentry/workflow"
+	"github.com/agentry-dev/agentry/workflow/conformance"
+)
+
+// uaipHandler is our UAIP handler over the memory store serving the
+// built-in store workflow.
+func uaipHandler(t *testing.T, opts *workflow.HandlerOptions) http.Handler {
+	t.Helper()
+	e := workflow.NewEngine(memstore.New().Sessions(), nil)
+	if err := e.Register(builtin.Store()); err != nil {
+		t.Fatal(err)
+	}
+	return workflow.NewHandler(e, opts)
+}
+
+func serve(t *testing.T, h http.Handler) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func logReport(t *testing.T, rep *conformance.Report) {
+	t.Helper()
+	for _, r := range rep.Results {
+		t.Log(r)
+	}
+	t.Logf("%d passed, %d failed, %d skipped", rep.Passed(), rep.Failed(), rep.Skipped())
+}
+
+func TestUAIP_OurHandlerConforms(t *testing.T) {
+	srv := serve(t, uaipHandler(t, nil))
+	rep := conformance.Run(context.Background(), conformance.Options{BaseURL: srv.URL, Workflow: "store", HTTPClient: srv.Client()})
+	logReport(t, rep)
+	if rep.Failed() != 0 {
+		t.Fatalf("%d checks failed against our handler", rep.Failed())
+	}
+	// Every spec clause is exercised; only tasks whose arguments need a
+	// pattern (product ids) are skipped.
+	for _, name := range []string{
+		"schema/get", "schema/unknown-workflow",
+		"initialize/response", "initialize/x-session-id-header", "initialize/unknown-workflow",
+		"initialize/400-body-missing", "initialize/400-body-malformed-json", "initialize/400-body-array",
+		"initialize/400-body-string", "initialize/400-body-number", "initialize/400-body-null",
+		"initialize/400-body-workflow_name-missing", "initialize/400-body-workflow_name-not-a-string",
+		"execute/400-missing-session-header", "execute/404-unknown-session", "execute/404-unknown-workflow",
+		"execute/400-body-missing", "execute/400-body-array",
+		"execute/422-invalid-action", "execute/422-unknown-task", "execute/422-task-of-another-stage",
+		"execute/422-transition-to-unknown-stage", "execute/422-transition-not-in-graph",
+		"execute/refused-actions-leave-session",
+		"execute/method_call/browse.search_products", "execute/state_input",
+		"execute/stage_transition/browse->cart", "execute/stage_transition/session-moved",
+		"execute/method_call/cart.view_cart",
+		"sessions/independent", "transport/content-type-json", "errors/detail",
+	} {
+		r, ok := rep.Result(name)
+		if !ok || !r.Passed {
+			t.Errorf("check %s: %+v (present %v)", name, r, ok)
+		}
+	}
+	for _, name := range []string{"execute/method_call/browse.get_product", "execute/method_call/cart.add_to_cart"} {
+		if r, _ := rep.Result(name); !r.Skipped || !strings.Contains(r.Got, "pattern") {
+			t.Errorf("check %s: want skipped for its pattern, got %+v", name, r)
+		}
+	}
+}
+
+func TestUAIP_DiscoveryAndBearerToken(t *testing.T) {
+	srv := serve(t, uaipHandler(t, &workflow.HandlerOptions{BearerToken: "s3cret"}))
+	rep := conformance.Run(context.Background(), conformance.Options{BaseURL: srv.URL + "/", BearerToken: "s3cret"})
+	if rep.Workflow != "store" || rep.Failed() != 0 || rep.Passed() < 30 {
+		logReport(t, rep)
+		t.Fatalf("workflow %q: %d passed, %d failed", rep.Workflow, rep.Passed(), rep.Failed())
+	}
+	// Without the token nothing can be discovered.
+	rep = conformance.Run(context.Background(), conformance.Options{BaseURL: srv.URL})
+	if rep.Failed() != 1 || rep.Results[0].Name != "setup/workflow" || !strings.Contains(rep.Results[0].Got, "401") {
+		logReport(t, rep)
+		t.Fatal("want only the setup failure naming the 401")
+	}
+	// With the workflow named but no token the spec's checks fail.
+	rep = conformance.Run(context.Background(), conformance.Options{BaseURL: srv.URL, Workflow: "store"})
+	if r, _ := rep.Result("initialize/response"); r.Passed || !strings.Contains(r.Got, "HTTP 401") {
+		logReport(t, rep)
+		t.Fatalf("initialize/response without the token: %+v", r)
+	}
+}
+
+func TestUAIP_UnreachableServer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	rep := conformance.Run(context.Background(), conformance.Options{BaseURL: url, Workflow: "store"})
+	if rep.Passed() != 0 || rep.Failed() == 0 {
+		logReport(t, rep)
+		t.Fatal("an unreachable server must fail")
+	}
+}
+
+// pythonLike mimics the deviations of the Python reference server
+// (issue 4): the spec's 422 cases answered with HTTP 200 and an "Error:"
+// string, /initialize without stages, and a 500 in plain text for a body
+// that is JSON but not an object.
+func pythonLike(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		status, body := rec.Code, rec.Body.Bytes()
+		var m map[string]any
+		json.Unmarshal(body, &m)
+		detail, _ := m["detail"].(string)
+		switch {
+		case status == http.StatusUnprocessableEntity:
+			status = http.StatusOK
+			body, _ = json.Marshal("Error: " + detail)
+		case status == http.StatusBadRequest && strings.Contains(detail, "JSON object"):
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte("Internal Server Error"))
+			return
+		case req.URL.Path == "/initialize" && status == http.StatusOK:
+			delete(m, "stages")
+			body, _ = json.Marshal(m)
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(status)
+		w.Write(body)
+	})
+}
+
+func TestUAIP_CatchesPythonLikeServer(t *testing.T) {
+	srv := serve(t, pythonLike(uaipHandler(t, nil)))
+	rep := conformance.Run(context.Background(), conformance.Options{BaseURL: srv.URL, Workflow: "store"})
+	logReport(t, rep)
+	for _, name := range []string{
+		"initialize/response",
+		"initialize/400-body-array", "initialize/400-body-number", "execute/400-body-null",
+		"execute/422-invalid-action", "execute/422-unknown-task", "execute/422-task-of-another-stage",
+		"execute/422-transition-to-unknown-stage", "execute/422-transition-not-in-graph",
+		"execute/stage_transition/session-moved", // the refused probe answers 200
+		"transport/content-type-json", "errors/detail",
+	} {
+		if r, ok := rep.Result(name); !ok || r.Passed || r.Skipped {
+			t.Errorf("check %s should fail: %+v", name, r)
+		}
+	}
+	r, _ := rep.Result("execute/422-invalid-action")
+	if !strings.Contains(r.Got, "HTTP 200") || !strings.Contains(r.Got, "Error: ") {
+		t.Errorf("the failure should show the 200 and the Error: text: %q", r.Got)
+	}
+}
+
+// sharedStage mimics a server that keeps the current stage on the
+// workflow instead of the session: every session it issues is served by
+// the first one.
+type sharedStage struct {
+	h      http.Handler
+	mu     sync.Mutex
+	first  string
+	issued map[string]bool
+}
+
+func (s *sharedStage) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path == "/initialize" {
+		rec := httptest.NewRecorder()
+		s.h.ServeHTTP(rec, req)
+		var m struct {
+			SessionID string `json:"session_id"`
+		}
+		if json.Unmarshal(rec.Body.Bytes(), &m) == nil && m.SessionID != "" {
+			s.mu.Lock()
+			if s.first == "" {
+				s.first = m.SessionID
+			}
+			s.issued[m.SessionID] = true
+			s.mu.Unlock()
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+		return
+	}
+	s.mu.Lock()
+	if id := req.Header.Get(workflow.HeaderSessionID); s.issued[id] {
+		req.Header.Set(workflow.HeaderSessionID, s.first)
+	}
+	s.mu.Unlock()
+	s.h.ServeHTTP(w, req)
+}
+
+func TestUAIP_CatchesSharedStage(t *testing.T) {
+	srv := serve(t, &sharedStage{h: uaipHandler(t, nil), issued: map[string]bool{}})
+	rep := conformance.Run(context.Background(), conformance.Options{BaseURL: srv.URL, Workflow: "store"})
+	logReport(t, rep)
+	r, _ := rep.Result("sessions/independent")
+	if r.Passed || r.Skipped {
+		t.Fatalf("sessions/independent should fail: %+v", r)
+	}
+	// The session the error checks used serves every later session.
+	for _, name := range []string{"execute/method_call/browse.search_products", "execute/stage_transition/browse->cart"} {
+		if r, _ := rep.Result(name); r.Passed {
+			t.Errorf("%s passed on a session that another one moved", name)
+		}
+	}
+}
+
+// missingSchema serves the spec's endpoints but not the workflow schema:
+// the checks that need it skip, the others still run.
+func TestUAIP_WithoutSchemaEndpoint(t *testing.T) {
+	h := uaipHandler(t, nil)
+	srv := serve(t, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasPrefix(req.URL.Path, "/api/") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"detail":"Not Found"}`))
+			return
+		}
+		h.ServeHTTP(w, req)
+	}))
+	rep := conformance.Run(context.Background(), conformance.Options{BaseURL: srv.URL, Workflow: "store"})
+	logReport(t, rep)
+	if r, _ := rep.Result("schema/get"); r.Passed {
+		t.Error("schema/get passed against a 404")
+	}
+	if rep.Failed() != 1 {
+		t.Errorf("%d failures; want only schema/get", rep.Failed())
+	}
+	for _, name := range []string{"initialize/response", "execute/422-invalid-action", "execute/404-unknown-session"} {
+		if r, _ := rep.Result(name); !r.Passed {
+			t.Errorf("%s: %+v", name, r)
+		}
+	}
+}
+
+func TestReportString(t *testing.T) {
+	r := conformance.Result{Name: "execute/422-invalid-action", Clause: "Errors: 422 Invalid action type",
+		Expectation: "HTTP 422", Got: "HTTP 200"}
+	want := "FAIL  execute/422-invalid-action  [Errors: 422 Invalid action type]  want: HTTP 422; got: HTTP 200"
+	if r.String() != want {
+		t.Errorf("got  %q\nwant %q", r.String(), want)
+	}
+	var b bytes.Buffer
+	json.NewEncoder(&b).Encode(r)
+	if !strings.Contains(b.String(), `"passed":false`) {
+		t.Errorf("JSON: %s", b.String())
+	}
+}
