@@ -160,8 +160,15 @@ func init() {
 	}
 }
 
+type counterKey struct {
+	method string
+	code   int
+}
+
 func (s *Server) instrument(route string, h http.Handler) http.Handler {
 	debug := s.logger.Enabled(context.Background(), slog.LevelDebug)
+	latency := s.latency.With(route)
+	var counters sync.Map // counterKey → *atomic.Uint64, resolved once per method and status
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
@@ -171,12 +178,17 @@ func (s *Server) instrument(route string, h http.Handler) http.Handler {
 			code = http.StatusOK
 		}
 		d := time.Since(start)
-		ct := strconv.Itoa(code)
-		if code >= 0 && code < len(codeText) {
-			ct = codeText[code]
+		k := counterKey{r.Method, code}
+		c, ok := counters.Load(k)
+		if !ok {
+			ct := strconv.Itoa(code)
+			if code >= 0 && code < len(codeText) {
+				ct = codeText[code]
+			}
+			c, _ = counters.LoadOrStore(k, s.requests.With(route, r.Method, ct))
 		}
-		s.requests.Inc(route, r.Method, ct)
-		s.latency.Observe(d.Seconds(), route)
+		c.(*atomic.Uint64).Add(1)
+		latency.Observe(d.Seconds())
 		if debug {
 			s.logger.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", code, "duration", d, "remote", r.RemoteAddr)
 		}

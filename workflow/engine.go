@@ -37,8 +37,8 @@ type ExecuteRequest struct {
 	StateUpdates map[string]any `json:"state_updates,omitempty"`
 }
 
-// ExecuteResult is the outcome of an action: the session after it and, for
-// a method call, the task's result.
+// ExecuteResult is the outcome of an action: the session after it (which
+// the caller must not modify) and, for a method call, the task's result.
 type ExecuteResult struct {
 	Session *Session
 	Action  string
@@ -268,16 +268,27 @@ func (e *Engine) Execute(ctx context.Context, sessionID string, req *ExecuteRequ
 	if stage == nil { // the workflow was re-registered without this stage
 		return nil, newError(ErrInvalidTransition, fmt.Sprintf("Session is at stage '%s', which workflow '%s' no longer has", cur.Stage, w.Name))
 	}
-	next := cur.Clone() // cur stays as read, for the no-change check
+	// cur is never modified (it may be the cache's); changes go to a clone.
+	next := cur
 	res := &ExecuteResult{Action: req.Action}
 	changed := false
 	var err error
 	switch req.Action {
 	case ActionMethodCall:
-		if res.Result, changed, err = e.callTask(ctx, w, stage, next, req); err != nil {
+		var updates map[string]any
+		if res.Result, updates, err = e.callTask(ctx, w, stage, cur, req); err != nil {
 			return nil, err
 		}
+		if len(updates) > 0 {
+			next = cur.Clone()
+			if changed, err = applyUpdates(next.State, updates); err != nil {
+				ie := newError(ErrInternal, "internal error")
+				ie.cause = fmt.Errorf("task %s returned state updates: %w", req.Task, err)
+				return nil, ie
+			}
+		}
 	case ActionStageTransition:
+		next = cur.Clone()
 		if err := transition(w, next, req.Stage); err != nil {
 			return nil, err
 		}
@@ -286,6 +297,7 @@ func (e *Engine) Execute(ctx context.Context, sessionID string, req *ExecuteRequ
 		if req.StateUpdates == nil {
 			return nil, newError(ErrBadRequest, "state_updates must be an object")
 		}
+		next = cur.Clone()
 		if changed, err = applyUpdates(next.State, req.StateUpdates); err != nil {
 			return nil, newError(ErrBadRequest, err.Error())
 		}
@@ -297,6 +309,9 @@ func (e *Engine) Execute(ctx context.Context, sessionID string, req *ExecuteRequ
 		res.Session = cur
 		return res, nil
 	}
+	if next == cur {
+		next = cur.Clone()
+	}
 	next.Version, next.UpdatedAt, next.ExpiresAt = cur.Version+1, now, e.expiry(now)
 	if err := e.store.Update(ctx, next); err != nil {
 		e.uncache(sessionID)
@@ -307,17 +322,14 @@ func (e *Engine) Execute(ctx context.Context, sessionID string, req *ExecuteRequ
 	return res, nil
 }
 
-// cached returns a copy of the cached session, or nil.
+// cached returns the cached session (never to be modified), or nil.
 func (e *Engine) cached(id string) *Session {
 	if e.opts.CacheSessions <= 0 {
 		return nil
 	}
 	e.cacheMu.Lock()
 	defer e.cacheMu.Unlock()
-	if s := e.cache[id]; s != nil {
-		return s.Clone()
-	}
-	return nil
+	return e.cache[id]
 }
 
 func (e *Engine) remember(s *Session) {
@@ -422,13 +434,13 @@ func applyUpdates(state, updates map[string]any) (bool, error) {
 	return changed, nil
 }
 
-func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Session, req *ExecuteRequest) (result any, changed bool, err error) {
+func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Session, req *ExecuteRequest) (result any, updates map[string]any, err error) {
 	if req.Task == "" {
-		return nil, false, newError(ErrBadRequest, "task is required for method_call")
+		return nil, nil, newError(ErrBadRequest, "task is required for method_call")
 	}
 	t := stage.Tasks[req.Task]
 	if t == nil {
-		return nil, false, &Error{Status: statusOf[ErrTaskNotInStage], kind: ErrTaskNotInStage,
+		return nil, nil, &Error{Status: statusOf[ErrTaskNotInStage], kind: ErrTaskNotInStage,
 			Detail:  fmt.Sprintf("Task '%s' not available in stage '%s'", req.Task, stage.Name),
 			Allowed: sortedKeys(stage.Tasks)}
 	}
@@ -437,7 +449,7 @@ func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Ses
 		args = map[string]any{}
 	}
 	if fes := validateArgs(t.params, args); len(fes) > 0 {
-		return nil, false, &Error{Status: statusOf[ErrInvalidArguments], kind: ErrInvalidArguments, Errors: fes,
+		return nil, nil, &Error{Status: statusOf[ErrInvalidArguments], kind: ErrInvalidArguments, Errors: fes,
 			Detail: fmt.Sprintf("Invalid arguments for task '%s': %s", t.Name, fes[0])}
 	}
 	tctx, cancel := context.WithTimeout(ctx, e.opts.TaskTimeout)
@@ -447,29 +459,23 @@ func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Ses
 		var we *Error
 		switch {
 		case errors.As(err, &we):
-			return nil, false, we
+			return nil, nil, we
 		case ctx.Err() != nil:
-			return nil, false, ctx.Err()
+			return nil, nil, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded):
-			return nil, false, newError(ErrTaskUnavailable, fmt.Sprintf("Task '%s' did not finish within %s", t.Name, e.opts.TaskTimeout))
+			return nil, nil, newError(ErrTaskUnavailable, fmt.Sprintf("Task '%s' did not finish within %s", t.Name, e.opts.TaskTimeout))
 		}
 		var pe *taskPanic
 		if errors.As(err, &pe) {
 			e.logger.Error("workflow: task panicked", "workflow", w.Name, "task", t.Name, "panic", pe.value, "stack", string(pe.stack))
-			return nil, false, newError(ErrInternal, "internal error")
+			return nil, nil, newError(ErrInternal, "internal error")
 		}
-		return nil, false, newError(ErrTaskFailed, fmt.Sprintf("Task '%s' failed: %v", t.Name, err))
+		return nil, nil, newError(ErrTaskFailed, fmt.Sprintf("Task '%s' failed: %v", t.Name, err))
 	}
 	if resp == nil {
-		return nil, false, nil
+		return nil, nil, nil
 	}
-	changed, err = applyUpdates(s.State, resp.StateUpdates)
-	if err != nil {
-		ie := newError(ErrInternal, "internal error")
-		ie.cause = fmt.Errorf("task %s returned state updates: %w", t.Name, err)
-		return nil, false, ie
-	}
-	return resp.Result, changed, nil
+	return resp.Result, resp.StateUpdates, nil
 }
 
 type taskPanic struct {

@@ -139,7 +139,17 @@ func (h *handler) cors(next http.Handler) http.Handler {
 // readObject reads a JSON object body into v: 413 beyond the limit, 400
 // for anything that is not a JSON object of the expected shape.
 func (h *handler) readObject(r *http.Request, v any) error {
-	body, err := io.ReadAll(io.LimitReader(r.Body, h.opts.MaxBodyBytes+1))
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		return newError(ErrTooLarge, "Request body too large")
+	}
+	var body []byte
+	var err error
+	if n := r.ContentLength; n >= 0 { // the usual case: read exactly what was announced
+		body = make([]byte, n)
+		_, err = io.ReadFull(r.Body, body)
+	} else {
+		body, err = io.ReadAll(io.LimitReader(r.Body, h.opts.MaxBodyBytes+1))
+	}
 	if err != nil {
 		return newError(ErrBadRequest, "Could not read the request body")
 	}

@@ -172,7 +172,7 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 	if f.store == "" || strings.HasPrefix(f.store, "sqlite:") {
 		// A SQLite file has one server process: cache sessions between
 		// actions instead of reading them back before every write.
-		eo.CacheSessions = 100_000
+		eo.CacheSessions = 10_000
 	}
 	engine := workflow.NewEngine(sessions, eo)
 	var names []string

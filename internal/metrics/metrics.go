@@ -159,6 +159,10 @@ func (r *Registry) NewCounterVec(name, help string, labels ...string) *CounterVe
 // Inc adds one to the series with these label values.
 func (c *CounterVec) Inc(values ...string) { c.s.with(values...).Add(1) }
 
+// With returns the series with these label values, for callers that
+// update it often (no lookup per update).
+func (c *CounterVec) With(values ...string) *atomic.Uint64 { return c.s.with(values...) }
+
 // Add adds n.
 func (c *CounterVec) Add(n uint64, values ...string) { c.s.with(values...).Add(n) }
 
@@ -221,9 +225,24 @@ func (r *Registry) NewHistogramVec(name, help string, buckets []float64, labels 
 }
 
 // Observe records v in the series with these label values.
-func (h *HistogramVec) Observe(v float64, values ...string) {
-	x := h.s.with(values...)
-	i := sort.SearchFloat64s(h.buckets, v)
+func (h *HistogramVec) Observe(v float64, values ...string) { h.With(values...).Observe(v) }
+
+// Histogram is one series of a HistogramVec.
+type Histogram struct {
+	h *histogram
+	b []float64
+}
+
+// With returns the series with these label values, for callers that
+// update it often.
+func (h *HistogramVec) With(values ...string) Histogram {
+	return Histogram{h.s.with(values...), h.buckets}
+}
+
+// Observe records v.
+func (hs Histogram) Observe(v float64) {
+	x := hs.h
+	i := sort.SearchFloat64s(hs.b, v)
 	x.counts[i].Add(1)
 	x.count.Add(1)
 	for {
