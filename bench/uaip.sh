@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 
 DURATION=${DURATION:-2s}
 ROUNDS=${ROUNDS:-3}
-SESSIONS=${SESSIONS:-2000}
+SESSIONS=${SESSIONS:-10000}
 CONC=${CONC:-1,16}
 WORK=$(mktemp -d /tmp/agentry-bench.XXXXXX)
 PID=""

@@ -357,6 +357,30 @@ func (e *Engine) uncache(id string) {
 	e.cacheMu.Unlock()
 }
 
+// jsonNative reports whether v is made only of the values encoding/json
+// decodes into (so storing it needs no conversion).
+func jsonNative(v any) bool {
+	switch x := v.(type) {
+	case nil, string, float64, bool:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !jsonNative(e) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		for _, e := range x {
+			if !jsonNative(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
 // now is the engine's clock at the stores' resolution (milliseconds).
 func (e *Engine) now() time.Time { return e.opts.Now().UTC().Truncate(time.Millisecond) }
 
@@ -416,9 +440,7 @@ func applyUpdates(state, updates map[string]any) (bool, error) {
 			}
 			continue
 		}
-		switch v.(type) {
-		case string, float64, bool:
-		default:
+		if !jsonNative(v) {
 			b, err := json.Marshal(v)
 			if err != nil {
 				return false, fmt.Errorf("state key %q: value is not JSON: %w", k, err)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -290,7 +291,9 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request) {
 	next := h.nextFor(wf, s.Stage)
 	out := make([]byte, 0, len(b)+len(next)+10)
 	out = append(append(append(append(out, b[:len(b)-1]...), `,"next":`...), next...), "}\n"...)
-	w.Header().Set("Content-Type", "application/json")
+	h2 := w.Header()
+	h2.Set("Content-Type", "application/json")
+	h2.Set("Content-Length", strconv.Itoa(len(out))) // not chunked, even past net/http's buffer
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
 }
@@ -454,7 +457,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b = []byte(`{"detail":"internal error"}`)
 	}
+	b = append(b, '\n')
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(b)
 }

@@ -538,3 +538,25 @@ func (c *countingStore) Get(ctx context.Context, id string) (*workflow.Session, 
 	c.gets++
 	return c.mapStore.Get(ctx, id)
 }
+
+func TestStateValuesAreStoredAsJSON(t *testing.T) {
+	type item struct {
+		N int `json:"n"`
+	}
+	wf := builtin.Store()
+	wf.Stages["browse"].Tasks["get_product"].Run = func(context.Context, *workflow.TaskRequest) (*workflow.TaskResponse, error) {
+		return &workflow.TaskResponse{StateUpdates: map[string]any{"count": 3, "item": item{N: 7}, "list": []int{1, 2}, "ok": true}}, nil
+	}
+	e := workflow.NewEngine(newMapStore(), &workflow.EngineOptions{CacheSessions: 10})
+	e.Register(wf)
+	ctx := context.Background()
+	s, _ := e.Initialize(ctx, "store")
+	res, err := e.Execute(ctx, s.ID, &workflow.ExecuteRequest{WorkflowName: "store", Action: "method_call", Task: "get_product", Args: map[string]any{"product_id": "SKU-001"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"count": 3.0, "item": map[string]any{"n": 7.0}, "list": []any{1.0, 2.0}, "ok": true}
+	if diff := cmp.Diff(want, res.Session.State); diff != "" {
+		t.Errorf("state (-want +got):\n%s", diff)
+	}
+}

@@ -325,8 +325,6 @@ func (r *row) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
 // measure drives target for c.duration at conc connections: each request
 // goes to the next session round-robin with that session's next body.
 func (c *config) measure(ctx context.Context, label, target, task string, pid, conc int, sessions []string, bodies [][]byte, adds []atomic.Int32) *row {
-	hc := newClient(conc)
-	defer hc.CloseIdleConnections()
 	var next atomic.Int64
 	var stop, recording atomic.Bool
 	var count atomic.Int64
@@ -339,6 +337,13 @@ func (c *config) measure(ctx context.Context, label, target, task string, pid, c
 		go func() {
 			defer wg.Done()
 			l := make([]time.Duration, 0, 1<<16)
+			rc, path, err := newRawConn(target)
+			if err != nil {
+				errs[w]++
+				firstErr[w] = err.Error()
+				return
+			}
+			defer rc.close()
 			for !stop.Load() {
 				s := int(next.Add(1)) % len(sessions)
 				body := bodies[0]
@@ -347,12 +352,13 @@ func (c *config) measure(ctx context.Context, label, target, task string, pid, c
 					if k >= len(bodies) {
 						errs[w]++
 						firstErr[w] = "a session's stock is exhausted: raise -sessions"
-						continue
+						stop.Store(true) // the measurement is over: no busy loop skewing it
+						break
 					}
 					body = bodies[k]
 				}
 				t0 := time.Now()
-				status, b, err := post(ctx, hc, target, sessions[s], body)
+				status, b, err := rc.post(path, sessions[s], body)
 				d := time.Since(t0)
 				if !recording.Load() {
 					continue

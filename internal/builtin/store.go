@@ -76,7 +76,7 @@ func cartValue(cart map[string]int) map[string]any {
 	}
 	out := make(map[string]any, len(cart))
 	for id, q := range cart {
-		out[id] = q
+		out[id] = float64(q) // a JSON number, as the state holds it
 	}
 	return out
 }

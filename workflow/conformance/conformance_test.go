@@ -139,6 +139,7 @@ func pythonLike(h http.Handler) http.Handler {
 		for k, v := range rec.Header() {
 			w.Header()[k] = v
 		}
+		w.Header().Del("Content-Length") // the body was rewritten
 		w.WriteHeader(status)
 		w.Write(body)
 	})
