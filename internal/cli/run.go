@@ -13,6 +13,7 @@ import (
 	"github.com/agentry-dev/agentry/agent/checkpoint"
 	"github.com/agentry-dev/agentry/agent/execution"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/store/memstore"
 	"github.com/agentry-dev/agentry/store/sqlstore"
 	"github.com/spf13/cobra"
 )
@@ -86,6 +87,9 @@ func openStore(ctx context.Context, url string) (store agent.CheckpointStore, cl
 			return nil, nil, err
 		}
 		return s, func() error { return nil }, nil
+	}
+	if url == "memory:" {
+		return memstore.New().Checkpoints(), func() error { return nil }, nil
 	}
 	s, err := sqlstore.Open(ctx, url)
 	if err != nil {
