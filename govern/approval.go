@@ -1,0 +1,302 @@
+package govern
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// Approval tokens (DESIGN §5): a compact JWS signed with EdDSA (Ed25519)
+// by a key in the governor's Keyring, whose payload binds the approval to
+// one call of one run. The protected header is {"alg":"EdDSA","kid":…,
+// "typ":"JWT"}, kid being the RFC 7638 thumbprint of the approver's key.
+
+// TokenAudience is the aud of every approval token.
+const TokenAudience = "uaicp-approval"
+
+// MaxTokenSize bounds the tokens Verify reads.
+const MaxTokenSize = 8 << 10
+
+// MaxTokenLifetime bounds exp − iat; longer-lived tokens are refused.
+const MaxTokenLifetime = 24 * time.Hour
+
+// clockSkew is how far in the future iat and nbf may be.
+const clockSkew = time.Minute
+
+// Binding is what an approval token approves: one call (tool, tier,
+// arguments, rollback) of one run (request, trace) at one repair attempt,
+// answering one approval request.
+type Binding struct {
+	ApprovalID   string `json:"approval_id"`
+	RequestID    string `json:"request_id"`
+	TraceID      string `json:"trace_id"`
+	Tool         string `json:"tool"`
+	Tier         string `json:"tier"`
+	ArgsHash     string `json:"args_hash"`
+	RollbackHash string `json:"rollback_hash"`
+	Attempt      int    `json:"attempt"`
+}
+
+// ApprovalClaims is an approval token's payload.
+type ApprovalClaims struct {
+	Issuer    string  `json:"iss"` // the approver's identity
+	Audience  string  `json:"aud"` // TokenAudience
+	ID        string  `json:"jti"` // unique; a token is consumed once
+	IssuedAt  int64   `json:"iat"`
+	NotBefore int64   `json:"nbf,omitempty"`
+	Expiry    int64   `json:"exp"`
+	Binding   Binding `json:"uaicp"`
+}
+
+// KeyID returns the kid of an approver key: the base64url RFC 7638
+// thumbprint (SHA-256) of its JWK.
+func KeyID(pub ed25519.PublicKey) (string, error) {
+	jwk := jose.JSONWebKey{Key: pub}
+	tp, err := jwk.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return "", fmt.Errorf("govern: key thumbprint: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(tp), nil
+}
+
+// SignApproval signs claims with the approver's private key, returning a
+// compact JWS.
+func SignApproval(key ed25519.PrivateKey, claims ApprovalClaims) (string, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return "", errors.New("govern: approval key is not an Ed25519 private key")
+	}
+	kid, err := KeyID(key.Public().(ed25519.PublicKey))
+	if err != nil {
+		return "", err
+	}
+	payload, err := json.Marshal(claims)
+	if err != nil {
+		return "", err
+	}
+	opts := (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key}, opts)
+	if err != nil {
+		return "", fmt.Errorf("govern: %w", err)
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		return "", fmt.Errorf("govern: %w", err)
+	}
+	return jws.CompactSerialize()
+}
+
+// ApproverKey is a trusted approver's public key.
+type ApproverKey struct {
+	Approver string
+	Key      ed25519.PublicKey
+	KID      string
+}
+
+// Keyring holds the approver keys a governor trusts. It is safe for
+// concurrent use.
+type Keyring struct {
+	mu    sync.RWMutex
+	byKID map[string]ApproverKey
+}
+
+// NewKeyring returns an empty keyring.
+func NewKeyring() *Keyring { return &Keyring{byKID: map[string]ApproverKey{}} }
+
+// Add trusts pub as approver's key and returns its kid.
+func (k *Keyring) Add(approver string, pub ed25519.PublicKey) (string, error) {
+	if approver == "" {
+		return "", errors.New("govern: approver identity is empty")
+	}
+	if len(pub) != ed25519.PublicKeySize {
+		return "", errors.New("govern: approver key is not an Ed25519 public key")
+	}
+	kid, err := KeyID(pub)
+	if err != nil {
+		return "", err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if prev, ok := k.byKID[kid]; ok && prev.Approver != approver {
+		return "", fmt.Errorf("govern: key %s already belongs to approver %q", kid, prev.Approver)
+	}
+	k.byKID[kid] = ApproverKey{Approver: approver, Key: slices.Clone(pub), KID: kid}
+	return kid, nil
+}
+
+// Keys returns the trusted keys, sorted by approver then kid.
+func (k *Keyring) Keys() []ApproverKey {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	out := make([]ApproverKey, 0, len(k.byKID))
+	for _, v := range k.byKID {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b ApproverKey) int {
+		if a.Approver != b.Approver {
+			if a.Approver < b.Approver {
+				return -1
+			}
+			return 1
+		}
+		if a.KID < b.KID {
+			return -1
+		}
+		if a.KID > b.KID {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// keyringFile is the JSON form of a keyring: approvers and their public
+// JWKs.
+type keyringFile struct {
+	Approvers []keyringEntry `json:"approvers"`
+}
+
+type keyringEntry struct {
+	Approver string          `json:"approver"`
+	JWK      jose.JSONWebKey `json:"jwk"`
+}
+
+// MarshalJSON writes {"approvers":[{"approver":…,"jwk":{…public JWK…}}]}.
+func (k *Keyring) MarshalJSON() ([]byte, error) {
+	f := keyringFile{Approvers: []keyringEntry{}}
+	for _, v := range k.Keys() {
+		f.Approvers = append(f.Approvers, keyringEntry{Approver: v.Approver, JWK: jose.JSONWebKey{Key: v.Key, KeyID: v.KID, Algorithm: string(jose.EdDSA), Use: "sig"}})
+	}
+	return json.MarshalIndent(f, "", "  ")
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes; every key must be a
+// public Ed25519 key.
+func (k *Keyring) UnmarshalJSON(b []byte) error {
+	var f keyringFile
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&f); err != nil {
+		return fmt.Errorf("govern: keyring: %w", err)
+	}
+	nk := NewKeyring()
+	for i, e := range f.Approvers {
+		pub, ok := e.JWK.Key.(ed25519.PublicKey)
+		if !ok {
+			return fmt.Errorf("govern: keyring: approver %d (%q): not a public Ed25519 key", i, e.Approver)
+		}
+		kid, err := nk.Add(e.Approver, pub)
+		if err != nil {
+			return fmt.Errorf("govern: keyring: approver %d: %w", i, err)
+		}
+		if e.JWK.KeyID != "" && e.JWK.KeyID != kid {
+			return fmt.Errorf("govern: keyring: approver %q: kid %q is not the key's thumbprint %q", e.Approver, e.JWK.KeyID, kid)
+		}
+	}
+	k.mu.Lock()
+	k.byKID = nk.byKID
+	k.mu.Unlock()
+	return nil
+}
+
+// LoadKeyring reads a keyring file (the JSON form of Keyring).
+func LoadKeyring(path string) (*Keyring, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k := NewKeyring()
+	if err := k.UnmarshalJSON(b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// Verify checks an approval token: compact JWS, alg EdDSA and nothing
+// else, a kid the keyring trusts, a valid signature, strict claims (no
+// duplicate members, aud TokenAudience, iss the key's approver, a jti, iat
+// and nbf not in the future, exp in the future and at most
+// MaxTokenLifetime after iat). Every failure is an *Error with reason
+// ApprovalInvalid. It does not check the binding or single use; the
+// governor does.
+func (k *Keyring) Verify(token string, now time.Time) (*ApprovalClaims, error) {
+	claims, err := k.verify(token, now)
+	if err != nil {
+		return nil, &Error{Reasons: []Reason{ApprovalInvalid}, Detail: err.Error()}
+	}
+	return claims, nil
+}
+
+func (k *Keyring) verify(token string, now time.Time) (*ApprovalClaims, error) {
+	if token == "" {
+		return nil, errors.New("no token")
+	}
+	if len(token) > MaxTokenSize {
+		return nil, fmt.Errorf("token longer than %d bytes", MaxTokenSize)
+	}
+	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.EdDSA})
+	if err != nil {
+		return nil, fmt.Errorf("not an EdDSA compact JWS: %v", err)
+	}
+	if len(jws.Signatures) != 1 {
+		return nil, errors.New("token must have exactly one signature")
+	}
+	sig := jws.Signatures[0]
+	if sig.Protected.Algorithm != string(jose.EdDSA) {
+		return nil, fmt.Errorf("alg %q is not EdDSA", sig.Protected.Algorithm)
+	}
+	kid := sig.Protected.KeyID
+	if kid == "" {
+		return nil, errors.New("protected header has no kid")
+	}
+	k.mu.RLock()
+	ak, ok := k.byKID[kid]
+	k.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("key %q is not a trusted approver key", kid)
+	}
+	payload, err := jws.Verify(ak.Key)
+	if err != nil {
+		return nil, errors.New("signature does not verify")
+	}
+	if err := checkDuplicateKeys(payload); err != nil {
+		return nil, fmt.Errorf("claims: %v", err)
+	}
+	var c ApprovalClaims
+	d := json.NewDecoder(bytes.NewReader(payload))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&c); err != nil {
+		return nil, fmt.Errorf("claims: %v", err)
+	}
+	switch {
+	case c.Audience != TokenAudience:
+		return nil, fmt.Errorf("aud %q is not %q", c.Audience, TokenAudience)
+	case c.Issuer != ak.Approver:
+		return nil, fmt.Errorf("iss %q is not the key's approver %q", c.Issuer, ak.Approver)
+	case c.ID == "":
+		return nil, errors.New("no jti")
+	case c.IssuedAt == 0 || c.Expiry == 0:
+		return nil, errors.New("iat and exp are required")
+	}
+	iat, exp := time.Unix(c.IssuedAt, 0), time.Unix(c.Expiry, 0)
+	switch {
+	case iat.After(now.Add(clockSkew)):
+		return nil, errors.New("issued in the future")
+	case c.NotBefore != 0 && time.Unix(c.NotBefore, 0).After(now.Add(clockSkew)):
+		return nil, errors.New("not valid yet")
+	case !now.Before(exp):
+		return nil, errors.New("expired")
+	case exp.Sub(iat) > MaxTokenLifetime:
+		return nil, fmt.Errorf("lifetime longer than %s", MaxTokenLifetime)
+	}
+	return &c, nil
+}

@@ -1,0 +1,545 @@
+package govern
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentry-dev/agentry/internal/ids"
+)
+
+// DefaultMaxRepairs is the repair budget of a run whose task class and
+// options set none: small, so that a verifier that keeps failing ends the
+// run quickly.
+const DefaultMaxRepairs = 2
+
+// Default timeouts.
+const (
+	DefaultToolTimeout     = 5 * time.Minute
+	DefaultVerifierTimeout = 30 * time.Second
+	DefaultRollbackTimeout = time.Minute
+)
+
+// RollbackFunc executes a rollback action. It must be idempotent: after a
+// crash in the middle of a rollback, recovery runs it again.
+type RollbackFunc func(ctx context.Context, action RollbackAction) error
+
+// Options configures a Governor. The zero value works: an in-memory
+// journal (not durable), AllowAll, no approver keys (so no high-risk call
+// can run), no task class requirements.
+type Options struct {
+	// Journal records everything; nil uses an in-memory journal, which
+	// does not survive the process.
+	Journal Journal
+	// Node names this governor instance in the records it writes; Recover
+	// closes only runs of its own node. Replicas sharing one journal need
+	// distinct, stable names; "" recovers every run.
+	Node string
+	// Policy decides writes; nil is AllowAll.
+	Policy Policy
+	// Keyring holds the trusted approver keys; nil trusts none.
+	Keyring *Keyring
+	// Pinned pins tools' tiers by tool name (only ever stricter than the
+	// declared tier).
+	Pinned map[string]Tier
+	// Classes are the task classes by name; runs name theirs.
+	Classes []TaskClass
+	// Verifiers are the verifiers task classes may require, by ID.
+	Verifiers []Verifier
+	// Rollbacks executes rollback actions by their type. A write whose
+	// rollback action has no handler here has no usable rollback.
+	Rollbacks map[string]RollbackFunc
+	// MaxRepairs is the default repair budget; 0 is DefaultMaxRepairs, a
+	// negative value allows none.
+	MaxRepairs int
+	// Timeouts; zero uses the defaults.
+	ToolTimeout, VerifierTimeout, RollbackTimeout time.Duration
+	// OnDecision is called after an approval decision is durable (in its
+	// own goroutine): a server resumes the paused run from here.
+	OnDecision func(req ApprovalRequest)
+	// Logger receives operational records; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// Governor owns governed runs. It is safe for concurrent use.
+type Governor struct {
+	opts      Options
+	j         Journal
+	policy    Policy
+	keyring   *Keyring
+	classes   map[string]*TaskClass
+	verifiers map[string]Verifier
+	log       *slog.Logger
+
+	mu   sync.Mutex
+	live map[string]*Run // runs of this process by request ID
+
+	idx index
+}
+
+// New returns a governor. It checks that every task class requires only
+// registered verifiers and has a valid floor, and reads the journal to
+// learn the runs still open and the approvals pending.
+func New(ctx context.Context, opts Options) (*Governor, error) {
+	g := &Governor{opts: opts, j: opts.Journal, policy: opts.Policy, keyring: opts.Keyring,
+		classes: map[string]*TaskClass{}, verifiers: map[string]Verifier{}, log: opts.Logger, live: map[string]*Run{}}
+	if g.j == nil {
+		g.j = NewMemoryJournal()
+	}
+	if g.policy == nil {
+		g.policy = AllowAll
+	}
+	if g.keyring == nil {
+		g.keyring = NewKeyring()
+	}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if g.opts.MaxRepairs == 0 {
+		g.opts.MaxRepairs = DefaultMaxRepairs
+	}
+	if g.opts.ToolTimeout <= 0 {
+		g.opts.ToolTimeout = DefaultToolTimeout
+	}
+	if g.opts.VerifierTimeout <= 0 {
+		g.opts.VerifierTimeout = DefaultVerifierTimeout
+	}
+	if g.opts.RollbackTimeout <= 0 {
+		g.opts.RollbackTimeout = DefaultRollbackTimeout
+	}
+	for _, v := range opts.Verifiers {
+		if v == nil || v.ID() == "" {
+			return nil, errors.New("govern: a verifier has no ID")
+		}
+		if _, dup := g.verifiers[v.ID()]; dup {
+			return nil, fmt.Errorf("govern: two verifiers with ID %q", v.ID())
+		}
+		g.verifiers[v.ID()] = v
+	}
+	for i := range opts.Classes {
+		c := opts.Classes[i]
+		c.RequiredEvidence = slices.Clone(c.RequiredEvidence)
+		c.RequiredVerifiers = slices.Clone(c.RequiredVerifiers)
+		if c.Name == "" {
+			return nil, fmt.Errorf("govern: task class %d has no name", i)
+		}
+		if _, dup := g.classes[c.Name]; dup {
+			return nil, fmt.Errorf("govern: two task classes named %q", c.Name)
+		}
+		if c.Floor != 0 && !c.Floor.Valid() {
+			return nil, fmt.Errorf("govern: task class %q: invalid floor tier %d", c.Name, c.Floor)
+		}
+		for _, t := range c.RequiredEvidence {
+			if !t.Valid() {
+				return nil, fmt.Errorf("govern: task class %q: unknown evidence type %q", c.Name, t)
+			}
+		}
+		for _, v := range c.RequiredVerifiers {
+			if _, ok := g.verifiers[v]; !ok {
+				return nil, fmt.Errorf("govern: task class %q requires verifier %q, which is not registered", c.Name, v)
+			}
+		}
+		g.classes[c.Name] = &c
+	}
+	for name, t := range opts.Pinned {
+		if !t.Valid() {
+			return nil, fmt.Errorf("govern: pinned tier of %q is invalid", name)
+		}
+	}
+	g.idx.init()
+	if err := g.refresh(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Journal returns the governor's journal.
+func (g *Governor) Journal() Journal { return g.j }
+
+// Keyring returns the trusted approver keys.
+func (g *Governor) Keyring() *Keyring { return g.keyring }
+
+// RunOptions describes a run to start.
+type RunOptions struct {
+	// RequestID is a UUID; "" generates a UUIDv4.
+	RequestID string
+	// TraceID is a W3C trace-id (32 lowercase hex digits, not all zero);
+	// "" generates one, or inherits the parent's.
+	TraceID string
+	// Parent is the invoking run, when this run is a child (§4.3): the
+	// child's fail_safe blocks the parent's deliver. ParentTraceID alone
+	// links to a parent governed elsewhere.
+	Parent        *Run
+	ParentTraceID string
+	// Identity is who runs: agent, owner, user, control class.
+	Identity Identity
+	// TaskClass names one of Options.Classes; "" has no requirements.
+	TaskClass string
+	// Resumer names what can continue the run after a pause.
+	Resumer string
+}
+
+// Start opens a run in phase intake. It fails with IdentityInvalid for
+// an incomplete identity.
+func (g *Governor) Start(ctx context.Context, o RunOptions) (*Run, error) {
+	if err := o.Identity.Validate(); err != nil {
+		return nil, err
+	}
+	var class *TaskClass
+	if o.TaskClass != "" {
+		c, ok := g.classes[o.TaskClass]
+		if !ok {
+			return nil, fmt.Errorf("govern: unknown task class %q", o.TaskClass)
+		}
+		class = c
+	}
+	if o.RequestID == "" {
+		o.RequestID = ids.New()
+	} else if !validUUID(o.RequestID) {
+		return nil, refuse(fmt.Sprintf("request_id %q is not a UUID", o.RequestID), IdentityInvalid)
+	}
+	if o.Parent != nil {
+		o.ParentTraceID = o.Parent.traceID
+		if o.TraceID == "" {
+			o.TraceID = newTraceID()
+		}
+	}
+	if o.TraceID == "" {
+		o.TraceID = newTraceID()
+	} else if !ValidTraceID(o.TraceID) {
+		return nil, refuse(fmt.Sprintf("trace_id %q is not a W3C trace-id", o.TraceID), IdentityInvalid)
+	}
+	if o.ParentTraceID != "" && !ValidTraceID(o.ParentTraceID) {
+		return nil, refuse(fmt.Sprintf("parent_trace_id %q is not a W3C trace-id", o.ParentTraceID), IdentityInvalid)
+	}
+	maxRepairs := g.opts.MaxRepairs
+	if class != nil && class.MaxRepairs != 0 {
+		maxRepairs = class.MaxRepairs
+	}
+	if maxRepairs < 0 {
+		maxRepairs = 0
+	}
+	r := g.newRun(o.RequestID, o.TraceID, o.ParentTraceID, o.Identity, class, maxRepairs)
+	r.parent = o.Parent
+	r.resumer = o.Resumer
+	g.mu.Lock()
+	if _, dup := g.live[r.requestID]; dup || g.idx.known(r.requestID) {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("govern: a run with request_id %s exists", r.requestID)
+	}
+	g.live[r.requestID] = r
+	g.mu.Unlock()
+	rec := r.record(KindRunStarted)
+	rec.To, rec.Outcome = Intake, Pending
+	if err := r.appendData(ctx, false, rec, RunStart{Identity: o.Identity, TaskClass: o.TaskClass, MaxRepairs: maxRepairs, Resumer: o.Resumer}); err != nil {
+		g.forget(r)
+		return nil, err
+	}
+	if r.parent != nil {
+		r.parent.addChild(r)
+	}
+	return r, nil
+}
+
+func (g *Governor) newRun(requestID, traceID, parentTraceID string, id Identity, class *TaskClass, maxRepairs int) *Run {
+	r := &Run{g: g, requestID: requestID, traceID: traceID, parentTraceID: parentTraceID, identity: id,
+		class: class, maxRepairs: maxRepairs, phase: Intake,
+		calls: map[string]*callState{}, approvals: map[string]*ApprovalRequest{}, children: map[string]*childState{}}
+	r.idle = sync.NewCond(&r.mu)
+	if class != nil {
+		r.className = class.Name
+	}
+	return r
+}
+
+func (g *Governor) forget(r *Run) {
+	g.mu.Lock()
+	if g.live[r.requestID] == r {
+		delete(g.live, r.requestID)
+	}
+	g.mu.Unlock()
+}
+
+// Attach returns the run with requestID: the live one of this process, or
+// one rebuilt from the journal (a paused run to resume after a restart).
+// A terminal run is returned too; its methods report ErrRunClosed.
+func (g *Governor) Attach(ctx context.Context, requestID string) (*Run, error) {
+	g.mu.Lock()
+	r, ok := g.live[requestID]
+	g.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	if err := g.refresh(ctx); err != nil {
+		return nil, err
+	}
+	recs, err := g.runRecords(ctx, requestID)
+	if err != nil {
+		return nil, err
+	}
+	r, err = g.rebuild(recs)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur, ok := g.live[requestID]; ok { // attached concurrently
+		return cur, nil
+	}
+	if !r.phase.Terminal() {
+		g.live[requestID] = r
+	}
+	return r, nil
+}
+
+// RecoveryReport says what Recover did.
+type RecoveryReport struct {
+	// Closed lists the request IDs of the runs closed as fail_safe.
+	Closed []string
+	// RolledBack counts the writes rolled back; RollbackFailures those
+	// whose rollback failed (the run needs review).
+	RolledBack, RollbackFailures int
+	// Paused lists runs left waiting for approvals.
+	Paused []string
+}
+
+// Recover closes every run of this node that a crash left open: its
+// recorded writes without a completed rollback — in-doubt intents and
+// committed writes alike — are rolled back in reverse order, and the run
+// ends in fail_safe with RecoveredInDoubt. Paused runs stay paused. Call
+// it once at startup, before starting runs: it treats every open run not
+// live in this process as abandoned. It is idempotent.
+func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
+	if err := g.refresh(ctx); err != nil {
+		return nil, err
+	}
+	rep := &RecoveryReport{}
+	for _, id := range g.idx.openRuns(g.opts.Node) {
+		g.mu.Lock()
+		_, isLive := g.live[id]
+		g.mu.Unlock()
+		if isLive {
+			continue
+		}
+		recs, err := g.runRecords(ctx, id)
+		if err != nil {
+			return rep, err
+		}
+		r, err := g.rebuild(recs)
+		if err != nil {
+			return rep, err
+		}
+		if r.phase.Terminal() {
+			continue
+		}
+		if r.paused {
+			rep.Paused = append(rep.Paused, id)
+			continue
+		}
+		r.actor = Actor{ID: "uaicp:recovery", Kind: ActorSystem}
+		res, err := r.fail(ctx, "recovered after a crash", RecoveredInDoubt)
+		rep.RolledBack += res.rolledBack
+		rep.RollbackFailures += res.rollbackFailures
+		if err != nil && !errors.Is(err, ErrRunClosed) {
+			return rep, err
+		}
+		rep.Closed = append(rep.Closed, id)
+	}
+	return rep, nil
+}
+
+// Approvals lists the approval requests of open runs, oldest first;
+// pendingOnly keeps those not decided yet.
+func (g *Governor) Approvals(ctx context.Context, pendingOnly bool) ([]ApprovalRequest, error) {
+	if err := g.refresh(ctx); err != nil {
+		return nil, err
+	}
+	return g.idx.approvalList(pendingOnly), nil
+}
+
+// Approval returns one approval request.
+func (g *Governor) Approval(ctx context.Context, id string) (ApprovalRequest, error) {
+	if err := g.refresh(ctx); err != nil {
+		return ApprovalRequest{}, err
+	}
+	a, ok := g.idx.approval(id)
+	if !ok {
+		return ApprovalRequest{}, ErrUnknownApproval
+	}
+	return a, nil
+}
+
+// ApprovalInput is an approver's decision.
+type ApprovalInput struct {
+	// Approve approves the call; Token must then be an approval token
+	// bound to the request, signed by a trusted key.
+	Approve bool
+	Token   string
+	// Approver is who denies (approvals take it from the token).
+	Approver string
+	Reason   string
+}
+
+// Decide records a decision on a pending approval request. An approval
+// needs a token that verifies (Keyring.Verify), is bound to exactly this
+// request (Binding), was not used before, and whose approver is neither
+// the requesting agent nor its user; otherwise Decide fails with
+// ApprovalInvalid and nothing is recorded. The decision is durable when
+// Decide returns; Options.OnDecision is then called.
+func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInput) (ApprovalRequest, error) {
+	req, err := g.Approval(ctx, approvalID)
+	if err != nil {
+		return ApprovalRequest{}, err
+	}
+	if req.Status != StatusPending {
+		return req, ErrAlreadyDecided
+	}
+	d := ApprovalDecision{ApprovalID: approvalID, Approved: in.Approve, Reason: in.Reason, DecidedAt: Time{ids.Now()}}
+	unique := ""
+	if in.Approve {
+		claims, err := g.checkToken(in.Token, req.Binding(), req.Requester)
+		if err != nil {
+			return req, err
+		}
+		d.Approver, d.Token, d.TokenID = claims.Issuer, in.Token, claims.ID
+		unique = "approval:" + approvalID
+	} else {
+		if in.Approver == "" {
+			return req, errors.New("govern: a denial names its approver")
+		}
+		d.Approver = in.Approver
+		unique = "approval:" + approvalID
+	}
+	rec := &Record{Kind: KindApprovalDecided, RequestID: req.RequestID, TraceID: req.TraceID, ParentTraceID: req.ParentTraceID,
+		Node: g.opts.Node, Actor: Actor{ID: d.Approver, Kind: ActorHuman}, Tool: req.Tool, CallID: req.CallID,
+		Outcome: Success, Unique: unique, Timestamp: Time{ids.Now()}}
+	if !in.Approve {
+		rec.Outcome, rec.Reasons = Failure, []Reason{ApprovalDenied}
+	}
+	if rec.Data, err = json.Marshal(d); err != nil {
+		return req, err
+	}
+	if err := g.j.Append(ctx, true, rec); err != nil {
+		if errors.Is(err, ErrDuplicate) {
+			return req, ErrAlreadyDecided
+		}
+		return req, err
+	}
+	req.Decision = &d
+	req.Status = StatusDenied
+	if in.Approve {
+		req.Status = StatusApproved
+	}
+	g.mu.Lock()
+	r := g.live[req.RequestID]
+	g.mu.Unlock()
+	if r != nil {
+		r.noteDecision(req)
+	}
+	_ = g.refresh(ctx)
+	if g.opts.OnDecision != nil {
+		go g.opts.OnDecision(req)
+	}
+	return req, nil
+}
+
+// checkToken verifies token and its binding to want; the approver must
+// not be the requester.
+func (g *Governor) checkToken(token string, want Binding, requester Identity) (*ApprovalClaims, error) {
+	claims, err := g.keyring.Verify(token, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return claims, checkClaims(claims, want, requester)
+}
+
+func checkClaims(claims *ApprovalClaims, want Binding, requester Identity) error {
+	if claims.Binding != want {
+		return refuse(fmt.Sprintf("token is bound to %s, not to this call", describeBinding(claims.Binding, want)), ApprovalInvalid)
+	}
+	if claims.Issuer == requester.AgentID || (requester.UserID != "" && claims.Issuer == requester.UserID) {
+		return refuse(fmt.Sprintf("approver %q is the requester (self-approval)", claims.Issuer), ApprovalInvalid)
+	}
+	return nil
+}
+
+func describeBinding(got, want Binding) string {
+	switch {
+	case got.RequestID != want.RequestID:
+		return "another request"
+	case got.TraceID != want.TraceID:
+		return "another trace"
+	case got.Tool != want.Tool:
+		return fmt.Sprintf("tool %q", got.Tool)
+	case got.ArgsHash != want.ArgsHash:
+		return "other arguments"
+	case got.RollbackHash != want.RollbackHash:
+		return "another rollback action"
+	case got.Tier != want.Tier:
+		return fmt.Sprintf("tier %q", got.Tier)
+	case got.Attempt != want.Attempt:
+		return fmt.Sprintf("attempt %d", got.Attempt)
+	case got.ApprovalID != want.ApprovalID:
+		return "another approval request"
+	}
+	return "something else"
+}
+
+// ValidTraceID reports whether s is a W3C trace-id: 32 lowercase hex
+// digits, not all zero.
+func ValidTraceID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	zero := true
+	for _, c := range []byte(s) {
+		switch {
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+		default:
+			return false
+		}
+		if c != '0' {
+			zero = false
+		}
+	}
+	return !zero
+}
+
+// NewTraceID returns a random W3C trace-id.
+func NewTraceID() string { return newTraceID() }
+
+func newTraceID() string {
+	var b [16]byte
+	for {
+		_, _ = rand.Read(b[:])
+		if b != ([16]byte{}) {
+			return hex.EncodeToString(b[:])
+		}
+	}
+}
+
+func validUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range []byte(s) {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,194 @@
+package govern
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// index follows the journal: the records of runs not yet terminal, and
+// their approval requests. It is how a governor finds paused runs,
+// pending approvals and, in Recover, the runs a crash left open — also
+// those written by other replicas sharing the journal.
+type index struct {
+	mu        sync.Mutex
+	last      uint64
+	runs      map[string]*indexedRun
+	approvals map[string]*ApprovalRequest
+}
+
+type indexedRun struct {
+	node    string
+	records []Record
+	phase   Phase
+	paused  bool
+	order   uint64 // seq of run_started
+}
+
+func (x *index) init() {
+	x.runs = map[string]*indexedRun{}
+	x.approvals = map[string]*ApprovalRequest{}
+}
+
+// refresh reads the records appended since the last refresh.
+func (g *Governor) refresh(ctx context.Context) error {
+	x := &g.idx
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for rec, err := range g.j.Records(ctx, x.last+1) {
+		if err != nil {
+			return fmt.Errorf("govern: reading the journal: %w", err)
+		}
+		if rec.Seq <= x.last {
+			continue
+		}
+		x.last = rec.Seq
+		x.apply(rec)
+	}
+	return nil
+}
+
+func (x *index) apply(rec Record) {
+	ir := x.runs[rec.RequestID]
+	if rec.Kind == KindRunStarted {
+		if ir != nil {
+			return // a second start for one request ID: ignored, the first wins
+		}
+		ir = &indexedRun{node: rec.Node, phase: Intake, order: rec.Seq}
+		x.runs[rec.RequestID] = ir
+	}
+	if ir == nil {
+		return // a record of a run that is closed (or unknown)
+	}
+	ir.records = append(ir.records, rec)
+	switch rec.Kind {
+	case KindTransition:
+		ir.phase = rec.To
+	case KindPaused:
+		ir.paused = true
+	case KindResumed:
+		ir.paused = false
+	case KindApprovalRequested:
+		var a ApprovalRequest
+		if json.Unmarshal(rec.Data, &a) == nil && a.ID != "" {
+			a.Status = StatusPending
+			x.approvals[a.ID] = &a
+		}
+	case KindApprovalDecided:
+		var d ApprovalDecision
+		if json.Unmarshal(rec.Data, &d) == nil {
+			if a, ok := x.approvals[d.ApprovalID]; ok && a.Status == StatusPending {
+				a.Decision = &d
+				a.Status = StatusDenied
+				if d.Approved {
+					a.Status = StatusApproved
+				}
+			}
+		}
+	}
+	if ir.phase.Terminal() {
+		for id, a := range x.approvals {
+			if a.RequestID == rec.RequestID {
+				delete(x.approvals, id)
+			}
+		}
+		delete(x.runs, rec.RequestID)
+	}
+}
+
+func (x *index) known(requestID string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	_, ok := x.runs[requestID]
+	return ok
+}
+
+// openRuns returns the request IDs of non-terminal runs of node ("" is
+// every node), oldest first.
+func (x *index) openRuns(node string) []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	type item struct {
+		id    string
+		order uint64
+	}
+	var items []item
+	for id, r := range x.runs {
+		if node == "" || r.node == node {
+			items = append(items, item{id, r.order})
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.order, b.order) })
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.id
+	}
+	return out
+}
+
+func (x *index) approvalList(pendingOnly bool) []ApprovalRequest {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]ApprovalRequest, 0, len(x.approvals))
+	for _, a := range x.approvals {
+		if pendingOnly && a.Status != StatusPending {
+			continue
+		}
+		out = append(out, cloneApproval(a))
+	}
+	slices.SortFunc(out, func(a, b ApprovalRequest) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return out
+}
+
+func (x *index) approval(id string) (ApprovalRequest, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	a, ok := x.approvals[id]
+	if !ok {
+		return ApprovalRequest{}, false
+	}
+	return cloneApproval(a), true
+}
+
+func cloneApproval(a *ApprovalRequest) ApprovalRequest {
+	c := *a
+	if a.Decision != nil {
+		d := *a.Decision
+		c.Decision = &d
+	}
+	c.Reasons = slices.Clone(a.Reasons)
+	return c
+}
+
+// runRecords returns the records of one run: from the index when it is
+// open, else by reading the whole journal.
+func (g *Governor) runRecords(ctx context.Context, requestID string) ([]Record, error) {
+	g.idx.mu.Lock()
+	if ir, ok := g.idx.runs[requestID]; ok {
+		recs := slices.Clone(ir.records)
+		g.idx.mu.Unlock()
+		return recs, nil
+	}
+	g.idx.mu.Unlock()
+	var recs []Record
+	for rec, err := range g.j.Records(ctx, 1) {
+		if err != nil {
+			return nil, fmt.Errorf("govern: reading the journal: %w", err)
+		}
+		if rec.RequestID == requestID {
+			recs = append(recs, rec)
+		}
+	}
+	if len(recs) == 0 || recs[0].Kind != KindRunStarted {
+		return nil, ErrUnknownRun
+	}
+	return recs, nil
+}

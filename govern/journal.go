@@ -1,0 +1,234 @@
+package govern
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Journal is the append-only, hash-chained audit journal (UAICP §5.4).
+// Every record a Run writes goes through Append, durably (sync) before the
+// effect it records whenever it records an intent or a commit.
+//
+// Implementations: govern/journal (one file), store/sqlstore (SQLite,
+// PostgreSQL), store/memstore (memory). Every implementation passes the
+// govern/journaltest suite. They are safe for concurrent use.
+type Journal interface {
+	// Append appends recs in order: it assigns each its Seq (one more than
+	// the last record's, starting at 1), Prev (the last record's Hash) and
+	// Hash (Seal), in place. With sync it returns after recs and every
+	// record appended before them are durable; without, they become
+	// durable with the next synced append (or a store-specific flush) —
+	// order is kept either way. If a record has a Unique key that an
+	// earlier record had, Append appends nothing and returns an error
+	// satisfying errors.Is(err, ErrDuplicate).
+	Append(ctx context.Context, sync bool, recs ...*Record) error
+	// Records yields the records with Seq ≥ from, in order.
+	Records(ctx context.Context, from uint64) iter.Seq2[Record, error]
+	// Close releases the journal; appended records stay durable as
+	// promised by Append.
+	Close() error
+}
+
+// RecordKind says what a journal record records.
+type RecordKind string
+
+// The record kinds. docs/governance.md describes each one's Data.
+const (
+	// KindRunStarted opens a run (phase intake); Data is RunStart.
+	KindRunStarted RecordKind = "run_started"
+	// KindTransition moves a run From → To.
+	KindTransition RecordKind = "transition"
+	// KindIntent is written (synced) before a tool call runs; Data is
+	// CallIntent.
+	KindIntent RecordKind = "invocation_intent"
+	// KindCommit is written after a tool call succeeded, before its result
+	// is returned; Data is CallOutcome.
+	KindCommit RecordKind = "invocation_commit"
+	// KindFailed is written when a tool call failed after it started;
+	// Data is CallOutcome.
+	KindFailed RecordKind = "invocation_failed"
+	// KindBlocked records a call refused before it ran; Data is
+	// CallIntent.
+	KindBlocked RecordKind = "invocation_blocked"
+	// KindEvidence records an evidence object the run accepted; Data is
+	// the Evidence.
+	KindEvidence RecordKind = "evidence"
+	// KindVerification records a verification report; Data is the Report.
+	KindVerification RecordKind = "verification"
+	// KindApprovalRequested records a pending approval request; Data is
+	// ApprovalRequest.
+	KindApprovalRequested RecordKind = "approval_requested"
+	// KindApprovalDecided records an approval decision; Data is
+	// ApprovalDecision.
+	KindApprovalDecided RecordKind = "approval_decided"
+	// KindPaused records that a run waits for approvals; Data is
+	// PauseData.
+	KindPaused RecordKind = "run_paused"
+	// KindResumed records that a paused run continues.
+	KindResumed RecordKind = "run_resumed"
+	// KindRollbackStarted is written (synced) before a rollback action
+	// runs; KindRollbackDone and KindRollbackFailed after. Data is
+	// RollbackData.
+	KindRollbackStarted RecordKind = "rollback_started"
+	KindRollbackDone    RecordKind = "rollback_done"
+	KindRollbackFailed  RecordKind = "rollback_failed"
+	// KindChild records that a child run (its trace's parent is this run)
+	// ended; Data is ChildData.
+	KindChild RecordKind = "child_finished"
+)
+
+// ActorKind distinguishes who acted (§5.4).
+type ActorKind string
+
+// The actor kinds.
+const (
+	ActorSystem ActorKind = "system" // the orchestrator itself (recovery, timeouts)
+	ActorAgent  ActorKind = "agent"  // an orchestration agent
+	ActorHuman  ActorKind = "human"  // a human user (an approver)
+)
+
+// Actor is who caused a record.
+type Actor struct {
+	ID   string    `json:"id"`
+	Kind ActorKind `json:"kind"`
+}
+
+// Record is one journal record. Every record carries what §5.4 requires:
+// request_id, trace_id (W3C), timestamp, actor identity and kind, and
+// outcome.
+type Record struct {
+	Seq           uint64     `json:"seq"`
+	Prev          string     `json:"prev"`
+	Hash          string     `json:"hash"`
+	Timestamp     Time       `json:"timestamp"`
+	Kind          RecordKind `json:"kind"`
+	RequestID     string     `json:"request_id"`
+	TraceID       string     `json:"trace_id"`
+	ParentTraceID string     `json:"parent_trace_id,omitempty"`
+	// Node is the governor instance that wrote the record (Options.Node).
+	Node  string `json:"node,omitempty"`
+	Actor Actor  `json:"actor"`
+	// From and To are set on transitions.
+	From Phase `json:"from,omitempty"`
+	To   Phase `json:"to,omitempty"`
+	// Tool and CallID name the tool call a record is about.
+	Tool    string   `json:"tool,omitempty"`
+	CallID  string   `json:"call_id,omitempty"`
+	Outcome Outcome  `json:"outcome"`
+	Reasons []Reason `json:"reasons,omitempty"`
+	// Unique, when set, may appear in only one record of the journal (an
+	// approval token's jti, consumed once).
+	Unique string          `json:"unique,omitempty"`
+	Data   json.RawMessage `json:"data,omitempty"`
+}
+
+// Seal sets r's Seq and Prev to follow prev (nil for the first record)
+// and computes its Hash. Journal implementations call it in Append.
+func Seal(prev *Record, r *Record) error {
+	if prev == nil {
+		r.Seq, r.Prev = 1, ""
+	} else {
+		r.Seq, r.Prev = prev.Seq+1, prev.Hash
+	}
+	h, err := r.ComputeHash()
+	if err != nil {
+		return err
+	}
+	r.Hash = h
+	return nil
+}
+
+// ComputeHash returns the hash r should carry: "sha256:" + hex of the
+// SHA-256 of the JCS form of r without its hash member.
+func (r *Record) ComputeHash() (string, error) {
+	c := *r
+	c.Hash = ""
+	b, err := json.Marshal(&c)
+	if err != nil {
+		return "", fmt.Errorf("govern: journal record: %w", err)
+	}
+	canon, err := jcs.Transform(b)
+	if err != nil {
+		return "", fmt.Errorf("govern: journal record: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// ChainError describes where a journal's chain breaks.
+type ChainError struct {
+	Seq    uint64 // the record at which the chain breaks
+	Reason string
+}
+
+func (e *ChainError) Error() string {
+	return fmt.Sprintf("govern: journal chain broken at record %d: %s", e.Seq, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrChainBroken) true.
+func (e *ChainError) Is(target error) bool { return target == ErrChainBroken }
+
+// ErrChainBroken: a journal's hash chain does not hold (a record was
+// deleted, edited, inserted or reordered).
+var ErrChainBroken = errors.New("govern: journal chain broken")
+
+// ChainVerifier checks a journal's records one by one, in order.
+type ChainVerifier struct {
+	prev  *Record
+	count uint64
+}
+
+// Next checks r against the record before it: consecutive Seq starting at
+// 1, Prev equal to the previous Hash, Hash equal to r's computed hash.
+func (v *ChainVerifier) Next(r Record) error {
+	want := uint64(1)
+	wantPrev := ""
+	if v.prev != nil {
+		want, wantPrev = v.prev.Seq+1, v.prev.Hash
+	}
+	switch {
+	case r.Seq != want:
+		return &ChainError{Seq: r.Seq, Reason: fmt.Sprintf("sequence number %d where %d was expected (a record is missing or out of order)", r.Seq, want)}
+	case r.Prev != wantPrev:
+		return &ChainError{Seq: r.Seq, Reason: "prev does not match the previous record's hash"}
+	}
+	h, err := r.ComputeHash()
+	if err != nil {
+		return &ChainError{Seq: r.Seq, Reason: err.Error()}
+	}
+	if h != r.Hash {
+		return &ChainError{Seq: r.Seq, Reason: "hash does not match the record's content (it was edited)"}
+	}
+	rc := r
+	v.prev = &rc
+	v.count++
+	return nil
+}
+
+// Count returns how many records passed.
+func (v *ChainVerifier) Count() uint64 { return v.count }
+
+// Head returns the last record that passed, or nil.
+func (v *ChainVerifier) Head() *Record { return v.prev }
+
+// VerifyChain reads every record of j and checks the chain. It returns the
+// number of records checked.
+func VerifyChain(ctx context.Context, j Journal) (uint64, error) {
+	var v ChainVerifier
+	for r, err := range j.Records(ctx, 1) {
+		if err != nil {
+			return v.Count(), err
+		}
+		if err := v.Next(r); err != nil {
+			return v.Count(), err
+		}
+	}
+	return v.Count(), nil
+}

@@ -1,0 +1,126 @@
+package govern
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// pendingApprovalsLocked returns the IDs of the run's undecided approval
+// requests, oldest first.
+func (r *Run) pendingApprovalsLocked() []string {
+	var ps []*ApprovalRequest
+	for _, a := range r.approvals {
+		if a.Status == StatusPending {
+			ps = append(ps, a)
+		}
+	}
+	slices.SortFunc(ps, func(a, b *ApprovalRequest) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt.Time); c != 0 {
+			return c
+		}
+		if a.ID < b.ID {
+			return -1
+		}
+		return 1
+	})
+	out := make([]string, len(ps))
+	for i, a := range ps {
+		out[i] = a.ID
+	}
+	return out
+}
+
+// Approvals returns the run's approval requests (pending and decided).
+func (r *Run) Approvals() []ApprovalRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]ApprovalRequest, 0, len(r.approvals))
+	for _, a := range r.approvals {
+		out = append(out, cloneApproval(a))
+	}
+	slices.SortFunc(out, func(a, b ApprovalRequest) int { return a.CreatedAt.Compare(b.CreatedAt.Time) })
+	return out
+}
+
+// PendingApprovals returns the IDs of the approval requests the run waits
+// for.
+func (r *Run) PendingApprovals() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pendingApprovalsLocked()
+}
+
+func (r *Run) noteDecision(req ApprovalRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := cloneApproval(&req)
+	r.approvals[req.ID] = &c
+}
+
+// Pause suspends the run durably until its pending approvals are decided:
+// it journals the pending approval IDs and snapshot (whatever the resumer
+// needs to continue — an agent's state) and releases the run from this
+// process. After Decide, Governor.Attach returns the run (also in another
+// process, after a restart) and Resume continues it. Pause needs at least
+// one pending approval and no call running.
+func (r *Run) Pause(ctx context.Context, snapshot json.RawMessage) error {
+	r.mu.Lock()
+	if err := r.usableLocked(); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	pending := r.pendingApprovalsLocked()
+	switch {
+	case len(pending) == 0:
+		r.mu.Unlock()
+		return fmt.Errorf("govern: nothing to wait for: the run has no pending approval")
+	case r.inflight > 0:
+		r.mu.Unlock()
+		return fmt.Errorf("govern: %d calls still running", r.inflight)
+	}
+	rec := r.record(KindPaused)
+	rec.Reasons = []Reason{ApprovalRequired}
+	if err := r.appendData(ctx, true, rec, PauseData{Approvals: pending, Snapshot: snapshot}); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	r.paused, r.detached, r.snapshot = true, true, snapshot
+	r.mu.Unlock()
+	r.g.forget(r)
+	return nil
+}
+
+// Snapshot returns what the last Pause recorded.
+func (r *Run) Snapshot() json.RawMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.snapshot
+}
+
+// Resume continues a paused run (one returned by Governor.Attach) once
+// every approval it waits for is decided, and returns the snapshot Pause
+// recorded. With approvals still pending it returns an *Error with
+// ApprovalRequired.
+func (r *Run) Resume(ctx context.Context) (json.RawMessage, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.phase.Terminal():
+		return nil, ErrRunClosed
+	case r.detached:
+		return nil, fmt.Errorf("govern: this Run was released by Pause; Attach the run again")
+	case !r.paused:
+		return nil, fmt.Errorf("govern: run is not paused")
+	}
+	if p := r.pendingApprovalsLocked(); len(p) > 0 {
+		return nil, &Error{Reasons: []Reason{ApprovalRequired}, ApprovalID: p[0], Detail: fmt.Sprintf("%d approval(s) still pending", len(p))}
+	}
+	rec := r.record(KindResumed)
+	if err := r.appendData(ctx, false, rec, nil); err != nil {
+		return nil, err
+	}
+	r.paused = false
+	return r.snapshot, nil
+}

@@ -1,0 +1,133 @@
+package govern
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// rebuild reconstructs a run from its journal records, in order.
+func (g *Governor) rebuild(recs []Record) (*Run, error) {
+	if len(recs) == 0 || recs[0].Kind != KindRunStarted {
+		return nil, ErrUnknownRun
+	}
+	first := recs[0]
+	var st RunStart
+	if err := json.Unmarshal(first.Data, &st); err != nil {
+		return nil, fmt.Errorf("govern: run %s: run_started record: %w", first.RequestID, err)
+	}
+	class := g.classes[st.TaskClass] // nil when the class is gone: the run can be failed, not verified
+	r := g.newRun(first.RequestID, first.TraceID, first.ParentTraceID, st.Identity, class, st.MaxRepairs)
+	r.className, r.resumer = st.TaskClass, st.Resumer
+	for _, rec := range recs[1:] {
+		if err := r.apply(rec); err != nil {
+			return nil, fmt.Errorf("govern: run %s: record %d (%s): %w", r.requestID, rec.Seq, rec.Kind, err)
+		}
+	}
+	return r, nil
+}
+
+// apply replays one record into the run's state.
+func (r *Run) apply(rec Record) error {
+	switch rec.Kind {
+	case KindTransition:
+		r.phase = rec.To
+		var d TransitionData
+		if len(rec.Data) > 0 {
+			if err := json.Unmarshal(rec.Data, &d); err != nil {
+				return err
+			}
+		}
+		if rec.From == Verify && (rec.To == Plan || rec.To == Execute) {
+			r.repairs = d.Repairs
+		}
+		if rec.To == FailSafe {
+			r.reasons = append([]Reason(nil), rec.Reasons...)
+		}
+	case KindIntent:
+		var in CallIntent
+		if err := json.Unmarshal(rec.Data, &in); err != nil {
+			return err
+		}
+		r.calls[rec.CallID] = &callState{tool: rec.Tool, argsHash: in.ArgsHash, status: KindIntent, tier: in.Tier}
+		if in.Tier > ReadOnly {
+			r.wrote = true
+		}
+		if in.Rollback != nil {
+			r.writes = append(r.writes, &writeState{seq: rec.Seq, callID: rec.CallID, tool: rec.Tool, action: in.Rollback})
+		}
+		if in.ApprovalID != "" {
+			if r.consumed == nil {
+				r.consumed = map[string]bool{}
+			}
+			r.consumed[in.ApprovalID] = true
+		}
+	case KindCommit, KindFailed:
+		var out CallOutcome
+		if err := json.Unmarshal(rec.Data, &out); err != nil {
+			return err
+		}
+		cs, ok := r.calls[rec.CallID]
+		if !ok { // a read-only call: no intent record
+			cs = &callState{tool: rec.Tool, tier: ReadOnly, argsHash: out.ArgsHash}
+			r.calls[rec.CallID] = cs
+		}
+		cs.status = rec.Kind
+		if rec.Kind == KindCommit {
+			cs.result, cs.evidence = out.Result, out.Evidence
+			r.evidence = append(r.evidence, out.Evidence...)
+		}
+	case KindEvidence:
+		var ev Evidence
+		if err := json.Unmarshal(rec.Data, &ev); err != nil {
+			return err
+		}
+		r.evidence = append(r.evidence, ev)
+	case KindVerification:
+		var rep Report
+		if err := json.Unmarshal(rec.Data, &rep); err != nil {
+			return err
+		}
+		r.reports = append(r.reports, rep)
+	case KindApprovalRequested:
+		var a ApprovalRequest
+		if err := json.Unmarshal(rec.Data, &a); err != nil {
+			return err
+		}
+		a.Status = StatusPending
+		r.approvals[a.ID] = &a
+	case KindApprovalDecided:
+		var d ApprovalDecision
+		if err := json.Unmarshal(rec.Data, &d); err != nil {
+			return err
+		}
+		if a, ok := r.approvals[d.ApprovalID]; ok && a.Status == StatusPending {
+			a.Decision = &d
+			a.Status = StatusDenied
+			if d.Approved {
+				a.Status = StatusApproved
+			}
+		}
+	case KindPaused:
+		var p PauseData
+		if err := json.Unmarshal(rec.Data, &p); err != nil {
+			return err
+		}
+		r.paused, r.snapshot = true, p.Snapshot
+	case KindResumed:
+		r.paused = false
+	case KindRollbackDone:
+		for _, w := range r.writes {
+			if w.callID == rec.CallID && !w.done {
+				w.done = true
+				break
+			}
+		}
+	case KindChild:
+		var c ChildData
+		if err := json.Unmarshal(rec.Data, &c); err != nil {
+			return err
+		}
+		r.children[c.RequestID] = &childState{requestID: c.RequestID, traceID: c.TraceID, phase: c.Phase, reasons: c.Reasons}
+	}
+	return nil
+}
