@@ -18,8 +18,8 @@ type Effect string
 
 // The three effects (§5.3 "allowed with policy checks").
 const (
-	Allow       Effect = "allow"
-	Deny        Effect = "deny"
+	Allow  Effect = "allow"
+	Deny   Effect = "deny"
 	Review Effect = "needs_review" // the call needs a human approval first
 )
 

@@ -19,8 +19,11 @@ func TestSmoke(t *testing.T) {
 	}
 	var rolled []string
 	g, err := govern.New(ctx, govern.Options{Keyring: kr,
-		Classes:   []govern.TaskClass{{Name: "refund", RequiredEvidence: []govern.EvidenceType{govern.ToolResult}}},
-		Rollbacks: map[string]govern.RollbackFunc{"refund.cancel": func(ctx context.Context, a govern.RollbackAction) error { rolled = append(rolled, a.Target); return nil }},
+		Classes: []govern.TaskClass{{Name: "refund", RequiredEvidence: []govern.EvidenceType{govern.ToolResult}}},
+		Rollbacks: map[string]govern.RollbackFunc{"refund.cancel": func(ctx context.Context, a govern.RollbackAction) error {
+			rolled = append(rolled, a.Target)
+			return nil
+		}},
 	})
 	if err != nil {
 		t.Fatal(err)
