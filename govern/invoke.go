@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -453,7 +454,11 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 	r.approvals[req.ID] = req
 	r.mu.Unlock()
 	intent.ApprovalID = req.ID
-	return "", &Error{Reasons: reasons, Tool: spec.Name, CallID: call.ID, ApprovalID: req.ID, Detail: "approval requested: " + req.ID}
+	intent.Policy = &Decision{Effect: Review, Rule: policyRule(intent.Policy)}
+	r.mu.Lock()
+	env := r.callEnvelopeLocked(spec.Name, call.ID, *intent, Pending, reasons)
+	r.mu.Unlock()
+	return "", &Error{Reasons: reasons, Tool: spec.Name, CallID: call.ID, ApprovalID: req.ID, Detail: "approval requested: " + req.ID, Envelope: &env}
 }
 
 // block journals a refused call and returns the refusal.
@@ -464,7 +469,26 @@ func (r *Run) block(ctx context.Context, spec ToolSpec, call Call, intent CallIn
 	if err := r.appendData(ctx, false, rec, intent); err != nil {
 		return err
 	}
-	return &Error{Reasons: reasons, Tool: spec.Name, CallID: call.ID, ApprovalID: intent.ApprovalID, Detail: detail}
+	outcome, decision := Failure, Deny
+	if slices.Contains(reasons, ApprovalRequired) {
+		// The upstream adapter contract's high-risk rule: without an
+		// approval the gate answers needs_review with APPROVAL_REQUIRED.
+		outcome, decision = Pending, Review
+	} else if intent.Policy != nil && !slices.Contains(reasons, PolicyBlocked) {
+		decision = intent.Policy.Effect
+	}
+	intent.Policy = &Decision{Effect: decision, Rule: policyRule(intent.Policy)}
+	r.mu.Lock()
+	env := r.callEnvelopeLocked(spec.Name, call.ID, intent, outcome, reasons)
+	r.mu.Unlock()
+	return &Error{Reasons: reasons, Tool: spec.Name, CallID: call.ID, ApprovalID: intent.ApprovalID, Detail: detail, Envelope: &env}
+}
+
+func policyRule(d *Decision) string {
+	if d == nil {
+		return ""
+	}
+	return d.Rule
 }
 
 // execute runs fn in the call's scope under the tool timeout, turning a

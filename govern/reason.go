@@ -79,7 +79,11 @@ type Error struct {
 	Tool, CallID string
 	// ApprovalID is set with ApprovalRequired: the pending request.
 	ApprovalID string
-	Err        error
+	// Envelope is the envelope of the refusal (a refused call: state
+	// execute, outcome pending while it awaits approval, else failure) or
+	// of the run that failed safe (outcome uncertain); nil otherwise.
+	Envelope *Envelope
+	Err      error
 }
 
 func (e *Error) Error() string {

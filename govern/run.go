@@ -628,7 +628,7 @@ func (r *Run) Repair(ctx context.Context, to Phase, detail string) error {
 		if err != nil {
 			return err
 		}
-		return &Error{Reasons: reasonsOf(env), Detail: "repair budget exhausted"}
+		return &Error{Reasons: reasonsOf(env), Detail: "repair budget exhausted", Envelope: env}
 	}
 	reasons := slices.Clone(r.verdict.Reasons)
 	if err := r.transitionLocked(ctx, to, false, reasons, &TransitionData{Repairs: r.repairs + 1, Detail: detail}); err != nil {
