@@ -179,6 +179,16 @@ func (g *Governor) runRecords(ctx context.Context, requestID string) ([]Record, 
 	}
 	g.idx.mu.Unlock()
 	var recs []Record
+	if rr, ok := g.j.(RunReader); ok {
+		var err error
+		if recs, err = rr.RunRecords(ctx, requestID); err != nil {
+			return nil, fmt.Errorf("govern: reading the journal: %w", err)
+		}
+		if len(recs) == 0 || recs[0].Kind != KindRunStarted {
+			return nil, ErrUnknownRun
+		}
+		return recs, nil
+	}
 	for rec, err := range g.j.Records(ctx, 1) {
 		if err != nil {
 			return nil, fmt.Errorf("govern: reading the journal: %w", err)

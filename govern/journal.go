@@ -36,6 +36,14 @@ type Journal interface {
 	Close() error
 }
 
+// RunReader is an optional interface of a Journal: the records of one run
+// in order, found by an index rather than by reading the whole journal.
+// The governor uses it to attach runs that are closed or not in its
+// index.
+type RunReader interface {
+	RunRecords(ctx context.Context, requestID string) ([]Record, error)
+}
+
 // RecordKind says what a journal record records.
 type RecordKind string
 
