@@ -115,6 +115,9 @@ func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, in
 		return nil, llm.AsError(err, ec.Agent.provider(), llm.Cancelled)
 	}
 	tc := &ToolContext{AgentID: ec.Agent.id, SessionID: ec.SessionID, Step: step, State: state, emit: ec.emit}
+	if ec.mc != nil {
+		tc.Metadata = ec.mc.Metadata
+	}
 	limit := ec.Agent.toolRoundLimit
 	ec.mu.Lock()
 	tc.roundsExhausted = limit > 0 && ec.toolRounds >= limit

@@ -146,6 +146,10 @@ type ToolContext struct {
 	// Step is the step the call belongs to; State the state at its start.
 	Step  int
 	State *State
+	// Metadata is the run's MiddlewareContext.Metadata: what the run's
+	// middleware shares with the tools they wrap (a governed run, say).
+	// Tools read it; they must not write it (calls run concurrently).
+	Metadata map[string]any
 
 	emit            func(Event) // nil when the run is not streamed
 	roundsExhausted bool        // the tool-round limit is reached: run no more tools

@@ -1,0 +1,419 @@
+package govern
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync/atomic"
+
+	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/llm"
+)
+
+// metadataKey is where a tool's Declaration lives in llm.Tool.Metadata,
+// and where a governed agent run keeps its Run in
+// agent.MiddlewareContext.Metadata.
+const metadataKey = "uaicp"
+
+// MetadataEnvelope is the agent.State metadata key under which a governed
+// agent run records its final envelope (as JSON).
+const MetadataEnvelope = "uaicp.envelope"
+
+// Declaration is what a tool declares to the governor (§5.3).
+type Declaration struct {
+	// Tier is the declared risk tier; zero counts as WriteHighRisk.
+	Tier Tier `json:"risk_tier"`
+	// Rollback computes the call's rollback action before it runs (see
+	// ToolSpec.Rollback).
+	Rollback func(ctx context.Context, call Call) (*RollbackAction, error) `json:"-"`
+}
+
+// Declare returns t with its risk tier and rollback declared, for a
+// governed agent (Governor.Middleware). An undeclared tool is treated as
+// write_high_risk.
+func Declare(t llm.Tool, d Declaration) llm.Tool {
+	md := maps.Clone(t.Metadata)
+	if md == nil {
+		md = map[string]any{}
+	}
+	md[metadataKey] = d
+	t.Metadata = md
+	return t
+}
+
+// DeclarationOf returns the declaration Declare recorded on t.
+func DeclarationOf(t llm.Tool) (Declaration, bool) {
+	d, ok := t.Metadata[metadataKey].(Declaration)
+	return d, ok
+}
+
+// AgentOptions configures the governance of an agent.
+type AgentOptions struct {
+	// Identity is who the agent's runs act as. An empty AgentID is
+	// "agent:" + the agent's ID, an empty OwnerID "local", an empty
+	// ControlClass autonomous.
+	Identity Identity
+	// TaskClass names the governor's task class of the agent's runs.
+	TaskClass string
+	// Name names the agent for resuming paused runs (RunOptions.Resumer).
+	Name string
+	// RepairPrompt writes the message that sends the model back to work
+	// after a failed verification; nil uses a default listing the failing
+	// checks.
+	RepairPrompt func(v *Verdict) string
+	// Output extracts the deliverable from a result; nil uses the
+	// structured output (Turn.Data) when there is one, else the reply's
+	// text.
+	Output func(r *agent.Result) any
+}
+
+// Middleware returns the agent middleware that governs an agent's runs:
+// each run (Generate, Stream, Ask) is a governed Run of g. Every tool call
+// is gated by Run.Invoke before it runs, with the tier and rollback of its
+// Declaration (undeclared tools are write_high_risk). A call that needs
+// an approval pauses the run durably at the end of its step: the agent
+// call returns an *Error with ApprovalRequired whose Envelope names the
+// run (RequestID) and its pending approvals; once they are decided,
+// ResumeAgent continues it. The final answer is verified against the task
+// class; a failed verification sends the model back to work with the
+// failing checks, up to the repair budget; the result then carries the
+// deliver envelope in its state (EnvelopeOf). A run that cannot deliver —
+// budget spent, a tool writing under read_only, a cancelled context, a
+// failing strategy — ends in fail_safe with its writes rolled back, and
+// the agent call returns an *Error carrying the uncertain envelope.
+//
+// A sub-agent run inside a governed tool call is a child run (§4.3).
+func (g *Governor) Middleware(o AgentOptions) agent.Middleware {
+	return &agentMiddleware{g: g, o: o}
+}
+
+type agentMiddleware struct {
+	g *Governor
+	o AgentOptions
+}
+
+type resumeKey struct{}
+
+// resumeRun carries a run into a nested agent call (a repair attempt or a
+// resume); the first Before of that call takes it, so sub-agents inside
+// it start child runs instead.
+type resumeRun struct {
+	run   *Run
+	taken atomic.Bool
+}
+
+func withRun(ctx context.Context, r *Run) context.Context {
+	return context.WithValue(ctx, resumeKey{}, &resumeRun{run: r})
+}
+
+func (m *agentMiddleware) Name() string { return "uaicp" }
+
+func (m *agentMiddleware) identity(a *agent.Agent) Identity {
+	id := m.o.Identity
+	if id.AgentID == "" {
+		id.AgentID = "agent:" + a.ID()
+	}
+	if id.OwnerID == "" {
+		id.OwnerID = "local"
+	}
+	if id.ControlClass == "" {
+		id.ControlClass = Autonomous
+	}
+	return id
+}
+
+func runOf(md map[string]any) *Run {
+	r, _ := md[metadataKey].(*Run)
+	return r
+}
+
+func (m *agentMiddleware) Before(ctx context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
+	if rr, ok := ctx.Value(resumeKey{}).(*resumeRun); ok && rr.run.g == m.g && rr.taken.CompareAndSwap(false, true) {
+		mc.Metadata[metadataKey] = rr.run
+		return nil, nil
+	}
+	var parent *Run
+	if tc, ok := agent.ToolContextFrom(ctx); ok {
+		if p := runOf(tc.Metadata); p != nil && p.g == m.g {
+			parent = p
+		}
+	}
+	run, err := m.g.Start(ctx, RunOptions{Identity: m.identity(mc.Agent), TaskClass: m.o.TaskClass, Parent: parent, Resumer: m.o.Name})
+	if err != nil {
+		return nil, err
+	}
+	if err := run.Advance(ctx, Plan); err != nil {
+		return nil, run.failWith(ctx, err, InternalError)
+	}
+	mc.Metadata[metadataKey] = run
+	return nil, nil
+}
+
+// WrapTool gates the tool's every call through the run's Invoke.
+func (m *agentMiddleware) WrapTool(t llm.Tool) llm.Tool {
+	d, _ := DeclarationOf(t)
+	spec := ToolSpec{Name: t.Name, Tier: d.Tier, Rollback: d.Rollback}
+	run := t.Run
+	t.Run = func(ctx context.Context, args map[string]any) (any, error) {
+		tc, ok := agent.ToolContextFrom(ctx)
+		var r *Run
+		if ok {
+			r = runOf(tc.Metadata)
+		}
+		if r == nil {
+			return nil, refuse("tool called outside a governed run", PolicyBlocked)
+		}
+		call := Call{Args: args}
+		if c, ok := llm.ToolCallFrom(ctx); ok {
+			call.ID = c.ToolCallID
+		}
+		inv, err := r.Invoke(ctx, spec, call, func(ctx context.Context) (any, error) {
+			if run == nil {
+				return nil, fmt.Errorf("tool %s has no Run", spec.Name)
+			}
+			return run(ctx, args)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return inv.Result, nil
+	}
+	return t
+}
+
+// OnStep pauses the run when a call of the step waits for approval.
+func (m *agentMiddleware) OnStep(ctx context.Context, mc *agent.MiddlewareContext, step agent.StepInfo) (*agent.State, error) {
+	r := runOf(mc.Metadata)
+	if r == nil || len(r.PendingApprovals()) == 0 {
+		return nil, nil
+	}
+	snap, err := step.State.ToJSON()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Pause(ctx, snap); err != nil {
+		return nil, err
+	}
+	mc.Metadata[metadataKey+".paused"] = true
+	env := r.Envelope()
+	return nil, &Error{Reasons: []Reason{ApprovalRequired}, ApprovalID: firstPending(&env),
+		Detail: fmt.Sprintf("run %s paused until its approvals are decided", r.RequestID()), Envelope: &env}
+}
+
+func firstPending(env *Envelope) string {
+	if p, ok := env.Metadata[MetaPendingApprovals].([]string); ok && len(p) > 0 {
+		return p[0]
+	}
+	return ""
+}
+
+func (m *agentMiddleware) output(res *agent.Result) any {
+	if m.o.Output != nil {
+		return m.o.Output(res)
+	}
+	if res.Turn != nil && res.Turn.Data != nil {
+		return res.Turn.Data
+	}
+	if res.Turn != nil && res.Turn.Response != nil {
+		return res.Turn.Response.Text()
+	}
+	return ""
+}
+
+// After verifies the final answer: deliver, repair, or fail safe.
+func (m *agentMiddleware) After(ctx context.Context, mc *agent.MiddlewareContext, res *agent.Result) (*agent.Result, error) {
+	r := runOf(mc.Metadata)
+	if r == nil {
+		return res, nil
+	}
+	out := m.output(res)
+	v, err := r.Verify(ctx, out)
+	if err != nil {
+		return nil, r.failWith(ctx, err, InternalError)
+	}
+	if v.Passed {
+		env, err := r.Deliver(ctx, out)
+		if err != nil {
+			return nil, r.failWith(ctx, err, InternalError)
+		}
+		return withEnvelope(res, env)
+	}
+	if err := r.Repair(ctx, Execute, "verification failed"); err != nil {
+		return nil, err // failed safe: err carries the uncertain envelope
+	}
+	prompt := defaultRepairPrompt(v)
+	if m.o.RepairPrompt != nil {
+		prompt = m.o.RepairPrompt(v)
+	}
+	next, err := mc.Agent.Generate(withRun(ctx, r), llm.NewUserMessage(llm.Text(prompt)), res.State)
+	if err != nil {
+		return nil, err
+	}
+	return &agent.Result{Turn: agent.MergeTurns(nil, res.Turn, next.Turn), State: next.State}, nil
+}
+
+// OnError ends the run in fail_safe for any failure that is not a pause.
+func (m *agentMiddleware) OnError(ctx context.Context, mc *agent.MiddlewareContext, err error) (*agent.Result, error) {
+	r := runOf(mc.Metadata)
+	if r == nil {
+		return nil, nil
+	}
+	if paused, _ := mc.Metadata[metadataKey+".paused"].(bool); paused {
+		return nil, nil
+	}
+	if r.Phase().Terminal() {
+		return nil, nil
+	}
+	def := InternalError
+	if errors.As(err, new(*llm.Error)) {
+		def = ToolFailed
+	}
+	return nil, r.failWith(ctx, err, def)
+}
+
+func withEnvelope(res *agent.Result, env *Envelope) (*agent.Result, error) {
+	b, err := json.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	return &agent.Result{Turn: res.Turn, State: res.State.WithMetadata(MetadataEnvelope, m)}, nil
+}
+
+// EnvelopeOf returns the envelope a governed agent run recorded in its
+// state.
+func EnvelopeOf(s *agent.State) (*Envelope, bool) {
+	if s == nil {
+		return nil, false
+	}
+	v, ok := s.Value(MetadataEnvelope)
+	if !ok {
+		return nil, false
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, false
+	}
+	var env Envelope
+	if err := json.Unmarshal(b, &env); err != nil {
+		return nil, false
+	}
+	return &env, true
+}
+
+func defaultRepairPrompt(v *Verdict) string {
+	var b strings.Builder
+	b.WriteString("Your answer did not pass verification")
+	if len(v.Reasons) > 0 {
+		fmt.Fprintf(&b, " (%v)", v.Reasons)
+	}
+	b.WriteString(". Failing checks:\n")
+	for _, rep := range v.Reports {
+		for _, c := range rep.Checks {
+			if c.Result == CheckFail {
+				fmt.Fprintf(&b, "- %s / %s", rep.VerifierID, c.CheckID)
+				if c.Details != "" {
+					b.WriteString(": " + c.Details)
+				}
+				b.WriteByte('\n')
+			}
+		}
+	}
+	b.WriteString("Gather what is missing with the tools you have, then answer again.")
+	return b.String()
+}
+
+// ResumeAgent continues a governed agent run that paused for approvals,
+// once they are decided (also in a new process: the run and the agent's
+// state come from the journal). The calls that waited run now — approved
+// ones exactly once, denied ones answer the model with APPROVAL_DENIED —
+// their results replace the placeholders in the paused state, and the
+// agent goes on from there under the same run. a must be configured like
+// the agent that paused (the same tools and g.Middleware).
+func ResumeAgent(ctx context.Context, g *Governor, a *agent.Agent, requestID string) (*agent.Result, error) {
+	r, err := g.Attach(ctx, requestID)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := r.Resume(ctx)
+	if err != nil {
+		return nil, err
+	}
+	state, err := agent.FromJSON(snap)
+	if err != nil {
+		return nil, r.failWith(ctx, fmt.Errorf("paused state: %w", err), InternalError)
+	}
+	state, err = redoPaused(ctx, r, a, state)
+	if err != nil {
+		return nil, r.failWith(ctx, err, InternalError)
+	}
+	return a.Generate(withRun(ctx, r), nil, state)
+}
+
+// redoPaused re-invokes the calls of the state's last tool round that had
+// an approval request, and patches their results.
+func redoPaused(ctx context.Context, r *Run, a *agent.Agent, state *agent.State) (*agent.State, error) {
+	msgs := state.Messages()
+	n := len(msgs)
+	if n < 2 {
+		return nil, errors.New("paused state has no tool round")
+	}
+	results, ok := msgs[n-1].(*llm.ToolResultMessage)
+	asst, ok2 := msgs[n-2].(*llm.AssistantMessage)
+	if !ok || !ok2 {
+		return nil, errors.New("paused state does not end with a tool round")
+	}
+	waited := map[string]bool{}
+	for _, ap := range r.Approvals() {
+		waited[ap.CallID] = true
+	}
+	tools := map[string]llm.Tool{}
+	for _, t := range a.Options().Tools {
+		tools[t.Name] = t
+	}
+	patched := &llm.ToolResultMessage{MessageInfo: results.MessageInfo, Results: append([]llm.ToolResult(nil), results.Results...)}
+	for _, call := range asst.ToolCalls {
+		if !waited[call.ToolCallID] {
+			continue
+		}
+		t, ok := tools[call.ToolName]
+		if !ok {
+			return nil, fmt.Errorf("the agent has no tool %q to resume with", call.ToolName)
+		}
+		d, _ := DeclarationOf(t)
+		spec := ToolSpec{Name: t.Name, Tier: d.Tier, Rollback: d.Rollback}
+		run := t.Run
+		inv, err := r.Invoke(ctx, spec, Call{ID: call.ToolCallID, Args: call.Arguments}, func(ctx context.Context) (any, error) {
+			if run == nil {
+				return nil, fmt.Errorf("tool %s has no Run", spec.Name)
+			}
+			return run(ctx, call.Arguments)
+		})
+		res := llm.ToolResult{ToolCallID: call.ToolCallID}
+		if err != nil {
+			if errors.Is(err, ApprovalRequired) {
+				return nil, err
+			}
+			res.Result, res.IsError = err.Error(), true
+		} else {
+			res.Result = inv.Result
+		}
+		replaced := false
+		for i := range patched.Results {
+			if patched.Results[i].ToolCallID == call.ToolCallID {
+				patched.Results[i], replaced = res, true
+			}
+		}
+		if !replaced {
+			patched.Results = append(patched.Results, res)
+		}
+	}
+	out := append(append([]llm.Message(nil), msgs[:n-1]...), patched)
+	return state.WithContext(out), nil
+}
