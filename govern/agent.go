@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/agentry-dev/agentry/agent"
@@ -109,6 +110,41 @@ func withRun(ctx context.Context, r *Run) context.Context {
 	return context.WithValue(ctx, resumeKey{}, &resumeRun{run: r})
 }
 
+type segmentsKey struct{}
+
+type segments struct {
+	origin *agent.ToolContext // the tool call Segments was called in, if any
+	final  func() bool
+
+	mu  sync.Mutex
+	run *Run
+}
+
+// Segments makes the governed agent calls made with the returned context
+// one run, for drivers that split one task over several agent calls
+// (workflow.RunAgent rebuilds its agent at each stage change): the first
+// call starts the run, the later ones continue it, and the end of a call
+// verifies and delivers only when final reports true — otherwise the run
+// stays in execute for the next call. Sub-agents inside those calls still
+// get child runs.
+func Segments(ctx context.Context, final func() bool) context.Context {
+	tc, _ := agent.ToolContextFrom(ctx)
+	return context.WithValue(ctx, segmentsKey{}, &segments{origin: tc, final: final})
+}
+
+// segmentsOf returns the Segments of ctx when they apply to an agent call
+// made with ctx (not to a sub-agent inside one of their calls).
+func segmentsOf(ctx context.Context) *segments {
+	seg, ok := ctx.Value(segmentsKey{}).(*segments)
+	if !ok {
+		return nil
+	}
+	if tc, _ := agent.ToolContextFrom(ctx); tc != seg.origin {
+		return nil
+	}
+	return seg
+}
+
 func (m *agentMiddleware) Name() string { return "uaicp" }
 
 func (m *agentMiddleware) identity(a *agent.Agent) Identity {
@@ -135,6 +171,19 @@ func (m *agentMiddleware) Before(ctx context.Context, mc *agent.MiddlewareContex
 		mc.Metadata[metadataKey] = rr.run
 		return nil, nil
 	}
+	seg := segmentsOf(ctx)
+	if seg != nil {
+		seg.mu.Lock()
+		defer seg.mu.Unlock()
+		if seg.run != nil && seg.run.g == m.g {
+			if err := seg.run.Advance(ctx, Execute); err != nil {
+				return nil, err
+			}
+			mc.Metadata[metadataKey] = seg.run
+			mc.Metadata[metadataKey+".segment"] = seg
+			return nil, nil
+		}
+	}
 	var parent *Run
 	if tc, ok := agent.ToolContextFrom(ctx); ok {
 		if p := runOf(tc.Metadata); p != nil && p.g == m.g {
@@ -149,6 +198,10 @@ func (m *agentMiddleware) Before(ctx context.Context, mc *agent.MiddlewareContex
 		return nil, run.failWith(ctx, err, InternalError)
 	}
 	mc.Metadata[metadataKey] = run
+	if seg != nil {
+		seg.run = run
+		mc.Metadata[metadataKey+".segment"] = seg
+	}
 	return nil, nil
 }
 
@@ -228,6 +281,9 @@ func (m *agentMiddleware) After(ctx context.Context, mc *agent.MiddlewareContext
 	r := runOf(mc.Metadata)
 	if r == nil {
 		return res, nil
+	}
+	if seg, ok := mc.Metadata[metadataKey+".segment"].(*segments); ok && seg.final != nil && !seg.final() {
+		return res, nil // a later call of the same run goes on
 	}
 	out := m.output(res)
 	v, err := r.Verify(ctx, out)

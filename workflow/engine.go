@@ -462,6 +462,9 @@ func (e *Engine) callTask(ctx context.Context, w *Workflow, stage *Stage, s *Ses
 	}
 	t := stage.Tasks[req.Task]
 	if t == nil {
+		t = w.compensators[req.Task] // a compensating task runs in any stage
+	}
+	if t == nil {
 		return nil, nil, &Error{Status: statusOf[ErrTaskNotInStage], kind: ErrTaskNotInStage,
 			Detail:  fmt.Sprintf("Task '%s' not available in stage '%s'", req.Task, stage.Name),
 			Allowed: sortedKeys(stage.Tasks)}

@@ -314,6 +314,10 @@ type TaskInfo struct {
 	Description string     `json:"description"`
 	Parameters  llm.Schema `json:"parameters"`
 	Returns     llm.Schema `json:"returns,omitempty"`
+	// RiskTier and Rollback extend UAIP with the task's UAICP declaration
+	// (docs/spec-notes/uaip.md): a governed agent gates its calls by them.
+	RiskTier string        `json:"risk_tier,omitempty"`
+	Rollback *TaskRollback `json:"rollback,omitempty"`
 }
 
 type nextKey struct {
@@ -346,7 +350,12 @@ func (h *handler) nextFor(wf *Workflow, stage string) json.RawMessage {
 func tasksView(st *Stage) map[string]TaskInfo {
 	out := make(map[string]TaskInfo, len(st.Tasks))
 	for name, t := range st.Tasks {
-		out[name] = TaskInfo{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Returns: t.Returns}
+		out[name] = TaskInfo{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Returns: t.Returns, Rollback: t.Rollback}
+		if t.Risk.Valid() {
+			ti := out[name]
+			ti.RiskTier = t.Risk.String()
+			out[name] = ti
+		}
 	}
 	return out
 }

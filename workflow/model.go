@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -20,6 +21,8 @@ type Workflow struct {
 	InitialStage string              `json:"initial_stage"`
 	Stages       map[string]*Stage   `json:"stages"`
 	Transitions  map[string][]string `json:"transitions"`
+
+	compensators map[string]*Task // tasks named as another task's rollback
 }
 
 // Stage is a step of a workflow holding the tasks callable in it
@@ -46,8 +49,27 @@ type Task struct {
 	// Idempotent marks a task that may be retried when its transport
 	// fails (webhook tasks).
 	Idempotent bool `json:"-"`
+	// Risk is the task's declared UAICP risk tier (specs/uaicp-0.3.md
+	// §5.3). The zero value leaves it undeclared, which a governed agent
+	// treats as write_high_risk. Clients see it as "risk_tier".
+	Risk govern.Tier `json:"-"`
+	// Rollback names the compensating task that undoes a call of this
+	// one; a governed agent records it as the call's rollback action
+	// before the call runs (a write_high_risk task needs one).
+	Rollback *TaskRollback `json:"-"`
 
 	params *jsonschema.Schema // compiled Parameters
+}
+
+// TaskRollback names a task's compensating task: Task (of the same
+// workflow) is called with Args, each the value of an argument of the
+// original call named by a dotted path ("order.id"), or the governed
+// call's ID for "$call_id" (an idempotency key). A compensating task may
+// be called from any stage: a rollback must stay possible after the
+// session moved on.
+type TaskRollback struct {
+	Task string            `json:"task"`
+	Args map[string]string `json:"args,omitempty"`
 }
 
 // TaskFunc implements a task.
@@ -128,6 +150,9 @@ func (w *Workflow) Validate() error {
 				continue
 			}
 			t.params = sch
+			if t.Risk != 0 && !t.Risk.Valid() {
+				bad("stage %q: task %q: invalid risk tier %d", key, tk, int(t.Risk))
+			}
 			if t.Returns != nil {
 				if _, err := compileSchema(t.Returns); err != nil {
 					bad("stage %q: task %q: returns is not a valid JSON Schema: %v", key, tk, err)
@@ -143,6 +168,33 @@ func (w *Workflow) Validate() error {
 			if _, ok := w.Stages[to]; !ok {
 				bad("transitions: %q → unknown stage %q", from, to)
 			}
+		}
+	}
+	w.compensators = nil
+	for _, key := range sortedKeys(w.Stages) {
+		st := w.Stages[key]
+		if st == nil {
+			continue
+		}
+		for _, tk := range sortedKeys(st.Tasks) {
+			t := st.Tasks[tk]
+			if t == nil || t.Rollback == nil {
+				continue
+			}
+			ct, err := w.findTask(t.Rollback.Task)
+			if err != nil {
+				bad("stage %q: task %q: rollback: %v", key, tk, err)
+				continue
+			}
+			for arg, from := range t.Rollback.Args {
+				if arg == "" || from == "" {
+					bad("stage %q: task %q: rollback args need a name and a source", key, tk)
+				}
+			}
+			if w.compensators == nil {
+				w.compensators = map[string]*Task{}
+			}
+			w.compensators[ct.Name] = ct
 		}
 	}
 	if len(errs) == 0 {
@@ -168,6 +220,28 @@ func (w *Workflow) Validate() error {
 		return fmt.Errorf("workflow %q: %w", w.Name, errors.Join(errs...))
 	}
 	return nil
+}
+
+// findTask returns the one task named name, in whichever stages define it
+// (the same *Task may be listed in several).
+func (w *Workflow) findTask(name string) (*Task, error) {
+	var found *Task
+	for _, key := range sortedKeys(w.Stages) {
+		st := w.Stages[key]
+		if st == nil {
+			continue
+		}
+		if t := st.Tasks[name]; t != nil {
+			if found != nil && found != t {
+				return nil, fmt.Errorf("task %q is defined differently in several stages", name)
+			}
+			found = t
+		}
+	}
+	if found == nil {
+		return nil, fmt.Errorf("no stage has a task %q", name)
+	}
+	return found, nil
 }
 
 // CanTransition reports whether the workflow allows from → to.

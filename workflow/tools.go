@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -131,34 +132,111 @@ func (ts *Toolset) Tools() []llm.Tool {
 		if params == nil {
 			params = llm.Schema{"type": "object", "properties": map[string]any{}}
 		}
-		tools = append(tools, llm.Tool{Name: n, Description: ti.Description, Parameters: params,
+		tools = append(tools, ts.declare(llm.Tool{Name: n, Description: ti.Description, Parameters: params,
 			Run: func(ctx context.Context, args map[string]any) (any, error) {
 				return ts.act(ctx, &ExecuteRequest{Action: ActionMethodCall, Task: n, Args: args})
-			}})
+			}}, ti))
 	}
 	if len(next.Transitions) > 0 {
 		stages := make([]any, len(next.Transitions))
 		for i, s := range next.Transitions {
 			stages[i] = s
 		}
-		tools = append(tools, llm.Tool{Name: ToolTransition,
+		tools = append(tools, govern.Declare(llm.Tool{Name: ToolTransition,
 			Description: fmt.Sprintf("Move from stage %q to another stage of the %s workflow; the tools change with the stage.", next.Stage, ts.workflow),
 			Parameters: llm.Schema{"type": "object", "properties": map[string]any{"stage": map[string]any{"type": "string", "enum": stages}},
 				"required": []any{"stage"}, "additionalProperties": false},
 			Run: func(ctx context.Context, args map[string]any) (any, error) {
 				stage, _ := args["stage"].(string)
 				return ts.act(ctx, &ExecuteRequest{Action: ActionStageTransition, Stage: stage})
-			}})
+			}}, govern.Declaration{Tier: govern.WriteLowRisk}))
 	}
-	tools = append(tools, llm.Tool{Name: ToolStateInput,
+	tools = append(tools, govern.Declare(llm.Tool{Name: ToolStateInput,
 		Description: "Set values in the session state (keys are flat strings such as \"user.email\"); some stages need keys set before they can be entered. A null value removes a key.",
 		Parameters: llm.Schema{"type": "object", "properties": map[string]any{"state_updates": map[string]any{"type": "object"}},
 			"required": []any{"state_updates"}, "additionalProperties": false},
 		Run: func(ctx context.Context, args map[string]any) (any, error) {
 			updates, _ := args["state_updates"].(map[string]any)
 			return ts.act(ctx, &ExecuteRequest{Action: ActionStateInput, StateUpdates: updates})
-		}})
+		}}, govern.Declaration{Tier: govern.WriteLowRisk}))
 	return tools
+}
+
+// RollbackType is the type of the rollback actions of workflow tasks
+// (TaskRollback): Target is "<session id>/<task>", Payload
+// {"session_id", "workflow", "task", "args"}. RollbackHandler executes
+// them.
+const RollbackType = "uaip.task"
+
+// declare records a task's risk tier and rollback for a governed agent
+// (govern.Governor.Middleware). A task the server declares no tier for
+// stays undeclared: the governor treats it as write_high_risk. The bridge's
+// own transition and state-input tools change only the session and are
+// write_low_risk.
+func (ts *Toolset) declare(t llm.Tool, ti TaskInfo) llm.Tool {
+	var d govern.Declaration
+	if ti.RiskTier != "" {
+		tier, err := govern.ParseTier(ti.RiskTier)
+		if err == nil {
+			d.Tier = tier
+		}
+	}
+	if rb := ti.Rollback; rb != nil {
+		d.Rollback = func(ctx context.Context, call govern.Call) (*govern.RollbackAction, error) {
+			args := map[string]any{}
+			for name, from := range rb.Args {
+				if from == "$call_id" {
+					args[name] = call.ID
+					continue
+				}
+				v, ok := lookupPath(call.Args, from)
+				if !ok {
+					return nil, fmt.Errorf("rollback of %s needs argument %q, which the call lacks", t.Name, from)
+				}
+				args[name] = v
+			}
+			return &govern.RollbackAction{Type: RollbackType, Target: ts.session + "/" + rb.Task,
+				Payload: map[string]any{"session_id": ts.session, "workflow": ts.workflow, "task": rb.Task, "args": args}}, nil
+		}
+	}
+	return govern.Declare(t, d)
+}
+
+func lookupPath(m map[string]any, dotted string) (any, bool) {
+	var cur any = m
+	for _, part := range strings.Split(dotted, ".") {
+		obj, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = obj[part]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// RollbackHandler returns the governor rollback handler for RollbackType
+// actions: it calls the compensating task in the session through c. Put it
+// in govern.Options.Rollbacks[RollbackType].
+func RollbackHandler(c *Client) govern.RollbackFunc {
+	return func(ctx context.Context, a govern.RollbackAction) error {
+		b, err := json.Marshal(a.Payload)
+		if err != nil {
+			return err
+		}
+		var p struct {
+			SessionID string         `json:"session_id"`
+			Workflow  string         `json:"workflow"`
+			Task      string         `json:"task"`
+			Args      map[string]any `json:"args"`
+		}
+		if err := json.Unmarshal(b, &p); err != nil || p.SessionID == "" || p.Task == "" {
+			return fmt.Errorf("uaip: malformed %s rollback payload", RollbackType)
+		}
+		_, err = c.Call(ctx, p.SessionID, p.Workflow, p.Task, p.Args)
+		return err
+	}
 }
 
 // act runs an action and returns what the model sees: the result and
@@ -226,6 +304,9 @@ func RunAgent(ctx context.Context, ts *Toolset, opts agent.Options, input llm.In
 	}
 	var turns []*llm.Turn
 	var first llm.Message
+	// A governed agent (govern.Governor.Middleware) keeps one run across
+	// the rebuilt agents, verified when the last one ends.
+	ctx = govern.Segments(ctx, func() bool { return stopped || !ts.takeChangedPeek() })
 	for {
 		opts.Tools = ts.Tools()
 		a, err := agent.New(opts)

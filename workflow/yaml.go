@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -553,11 +554,13 @@ type (
 		Tasks         map[string]*fileTask `json:"tasks"`
 	}
 	fileTask struct {
-		Name        string       `json:"name"`
-		Description string       `json:"description"`
-		Parameters  llm.Schema   `json:"parameters"`
-		Returns     llm.Schema   `json:"returns"`
-		Webhook     *fileWebhook `json:"webhook"`
+		Name        string        `json:"name"`
+		Description string        `json:"description"`
+		Parameters  llm.Schema    `json:"parameters"`
+		Returns     llm.Schema    `json:"returns"`
+		Webhook     *fileWebhook  `json:"webhook"`
+		Risk        string        `json:"risk"`
+		Rollback    *TaskRollback `json:"rollback"`
 	}
 	fileWebhook struct {
 		URL        string            `json:"url"`
@@ -637,8 +640,16 @@ func (c *yamlConverter) workflow(fw *fileWorkflow) (*Workflow, []*LoadError) {
 			if err != nil && len(hookErrs) == 0 {
 				errs = append(errs, c.errorAt(ptr, err.Error()))
 			}
-			st.Tasks[tn] = &Task{Name: ft.Name, Description: ft.Description, Parameters: ft.Parameters,
-				Returns: ft.Returns, Run: run, Idempotent: hook.Idempotent}
+			t := &Task{Name: ft.Name, Description: ft.Description, Parameters: ft.Parameters,
+				Returns: ft.Returns, Run: run, Idempotent: hook.Idempotent, Rollback: ft.Rollback}
+			if ft.Risk != "" {
+				tier, err := govern.ParseTier(ft.Risk)
+				if err != nil {
+					errs = append(errs, c.errorAt("/stages/"+escapePointer(sn)+"/tasks/"+escapePointer(tn)+"/risk", err.Error()))
+				}
+				t.Risk = tier
+			}
+			st.Tasks[tn] = t
 		}
 		w.Stages[sn] = st
 	}
