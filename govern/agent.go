@@ -145,6 +145,20 @@ func segmentsOf(ctx context.Context) *segments {
 	return seg
 }
 
+type requestIDKey struct{}
+
+type requestID struct {
+	id    string
+	taken atomic.Bool
+}
+
+// WithRequestID makes the next governed agent run started with ctx use id
+// (a UUID) as its request_id, so a caller knows the run's ID before it
+// starts. Sub-agents inside that run still get their own.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, &requestID{id: id})
+}
+
 func (m *agentMiddleware) Name() string { return "uaicp" }
 
 func (m *agentMiddleware) identity(a *agent.Agent) Identity {
@@ -190,7 +204,11 @@ func (m *agentMiddleware) Before(ctx context.Context, mc *agent.MiddlewareContex
 			parent = p
 		}
 	}
-	run, err := m.g.Start(ctx, RunOptions{Identity: m.identity(mc.Agent), TaskClass: m.o.TaskClass, Parent: parent, Resumer: m.o.Name})
+	o := RunOptions{Identity: m.identity(mc.Agent), TaskClass: m.o.TaskClass, Parent: parent, Resumer: m.o.Name}
+	if rid, ok := ctx.Value(requestIDKey{}).(*requestID); ok && parent == nil && rid.taken.CompareAndSwap(false, true) {
+		o.RequestID = rid.id
+	}
+	run, err := m.g.Start(ctx, o)
 	if err != nil {
 		return nil, err
 	}

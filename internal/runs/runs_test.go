@@ -1,0 +1,179 @@
+package runs_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/builtin"
+	"github.com/agentry-dev/agentry/internal/runs"
+	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/store/memstore"
+)
+
+type fixture struct {
+	journal govern.Journal
+	results agent.CheckpointStore
+	keys    *govern.Keyring
+	priv    ed25519.PrivateKey
+	ledger  *builtin.Ledger
+	g       *govern.Governor
+	svc     *runs.Service
+	srv     *httptest.Server
+}
+
+// start builds a governor, the support agent and the service over the
+// fixture's journal and result store: calling it again is a restart.
+func (f *fixture) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var svc *runs.Service
+	g, err := govern.New(ctx, govern.Options{Journal: f.journal, Keyring: f.keys,
+		Classes:    []govern.TaskClass{builtin.SupportClass()},
+		Rollbacks:  map[string]govern.RollbackFunc{builtin.RefundReversal: f.ledger.RollbackHandler()},
+		OnDecision: func(req govern.ApprovalRequest) { svc.OnDecision(req) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: builtin.SupportModel().Ref(), Tools: builtin.SupportTools(f.ledger)},
+		Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{Name: builtin.SupportAgentName, TaskClass: builtin.SupportTaskClass,
+			Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:test", ControlClass: govern.HumanSupervised}})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc = runs.New(ctx, g, map[string]*agent.Agent{builtin.SupportAgentName: a}, f.results, nil)
+	if err := svc.ResumeDecided(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.g, f.svc = g, svc
+	f.srv = httptest.NewServer(svc.Handler())
+	t.Cleanup(func() { f.srv.Close(); cancel(); svc.Wait() })
+}
+
+func newFixture(t *testing.T) *fixture {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	keys := govern.NewKeyring()
+	if _, err := keys.Add("alice", pub); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{journal: govern.NewMemoryJournal(), results: memstore.New().Checkpoints(), keys: keys, priv: priv, ledger: builtin.NewLedger()}
+	f.start(t)
+	return f
+}
+
+func (f *fixture) post(t *testing.T, body string) (int, runs.Run) {
+	t.Helper()
+	resp, err := http.Post(f.srv.URL+"/v1/runs", "application/json", bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r runs.Run
+	json.NewDecoder(resp.Body).Decode(&r)
+	return resp.StatusCode, r
+}
+
+func (f *fixture) get(t *testing.T, id string) runs.Run {
+	t.Helper()
+	resp, err := http.Get(f.srv.URL + "/v1/runs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r runs.Run
+	json.NewDecoder(resp.Body).Decode(&r)
+	return r
+}
+
+// waitFor polls a run until it has status (the resume runs in the
+// background).
+func (f *fixture) waitFor(t *testing.T, id string, status runs.Status) runs.Run {
+	t.Helper()
+	for range 500 {
+		if r := f.get(t, id); r.Status == status {
+			return r
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("run %s never reached %s: %+v", id, status, f.get(t, id))
+	return runs.Run{}
+}
+
+func (f *fixture) approve(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	req, err := f.g.Approval(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := govern.SignApproval(f.priv, govern.ApprovalClaims{Issuer: "alice", Audience: govern.TokenAudience, ID: "jti-" + id,
+		IssuedAt: now.Unix(), Expiry: now.Add(time.Hour).Unix(), Binding: req.Binding()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.g.Decide(ctx, id, govern.ApprovalInput{Approve: true, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadOnlyRunDelivers(t *testing.T) {
+	f := newFixture(t)
+	code, r := f.post(t, `{"agent":"support","input":"status of o-1002?","wait":true}`)
+	if code != 200 || r.Status != runs.Delivered || r.Envelope == nil || r.Envelope.Outcome != govern.Success || r.Output == "" {
+		t.Fatalf("%d %+v", code, r)
+	}
+}
+
+func TestRefundPausesAndResumesAfterRestart(t *testing.T) {
+	f := newFixture(t)
+	code, r := f.post(t, `{"agent":"support","input":"please refund o-1001","wait":true}`)
+	if code != 200 || r.Status != runs.Paused || len(r.PendingApprovals) != 1 || r.Envelope.Outcome != govern.Pending {
+		t.Fatalf("%d %+v", code, r)
+	}
+	if log := f.ledger.Log(); len(log) != 0 {
+		t.Fatalf("refunded before approval: %v", log)
+	}
+	f.srv.Close()
+	f.start(t) // restart: a new governor and service over the same journal
+	if got := f.get(t, r.RequestID); got.Status != runs.Paused {
+		t.Fatalf("after restart: %+v", got)
+	}
+	f.approve(t, r.PendingApprovals[0])
+	done := f.waitFor(t, r.RequestID, runs.Delivered)
+	if done.Output == "" || done.Envelope.Outcome != govern.Success {
+		t.Errorf("delivered run = %+v", done)
+	}
+	if log := f.ledger.Log(); !slices.Equal(log, []string{"refund o-1001"}) {
+		t.Errorf("ledger = %v", log)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	f := newFixture(t)
+	for body, want := range map[string]int{
+		`{"agent":"nobody","input":"x"}`:          404,
+		`{"agent":"support"}`:                     400,
+		`[1]`:                                     400,
+		`{"agent":"support","input":"x","zz":1}`:  400,
+		`{"agent":"support","input":"x"} {"a":1}`: 400,
+	} {
+		if code, _ := f.post(t, body); code != want {
+			t.Errorf("%s: status %d, want %d", body, code, want)
+		}
+	}
+	if r := f.get(t, "f47ac10b-58cc-4372-a567-0e02b2c3d479"); r.Status != "" {
+		t.Errorf("unknown run: %+v", r)
+	}
+}
