@@ -53,7 +53,9 @@ func ExampleGovernor_Middleware() {
 	g, _ := govern.New(ctx, govern.Options{Keyring: keys, Rollbacks: undo})
 
 	refund := govern.Declare(llm.Tool{Name: "refund", Description: "Refunds an order.", Parameters: llm.Schema{"type": "object"},
-		Run: func(ctx context.Context, args map[string]any) (any, error) { return "refunded " + args["order"].(string), nil },
+		Run: func(ctx context.Context, args map[string]any) (any, error) {
+			return "refunded " + args["order"].(string), nil
+		},
 	}, govern.Declaration{Tier: govern.WriteHighRisk, Rollback: func(ctx context.Context, c govern.Call) (*govern.RollbackAction, error) {
 		return &govern.RollbackAction{Type: "refund.cancel", Target: c.Args["order"].(string)}, nil
 	}})
