@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -243,6 +244,9 @@ func (k *Keyring) verify(token string, now time.Time) (*ApprovalClaims, error) {
 	if len(token) > MaxTokenSize {
 		return nil, fmt.Errorf("token longer than %d bytes", MaxTokenSize)
 	}
+	if !canonicalCompact(token) {
+		return nil, errors.New("not a compact JWS of three unpadded base64url segments in canonical form")
+	}
 	jws, err := jose.ParseSignedCompact(token, []jose.SignatureAlgorithm{jose.EdDSA})
 	if err != nil {
 		return nil, fmt.Errorf("not an EdDSA compact JWS: %v", err)
@@ -299,4 +303,22 @@ func (k *Keyring) verify(token string, now time.Time) (*ApprovalClaims, error) {
 		return nil, fmt.Errorf("lifetime longer than %s", MaxTokenLifetime)
 	}
 	return &c, nil
+}
+
+// canonicalCompact reports whether token is three segments of unpadded
+// base64url, each the one encoding of its bytes. Base64 decoding skips
+// line breaks and ignores the unused bits of the last character, so
+// without this check one signed token would have many accepted spellings.
+func canonicalCompact(token string) bool {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		b, err := base64.RawURLEncoding.DecodeString(p)
+		if err != nil || base64.RawURLEncoding.EncodeToString(b) != p {
+			return false
+		}
+	}
+	return true
 }

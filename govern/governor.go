@@ -200,6 +200,7 @@ func (g *Governor) Start(ctx context.Context, o RunOptions) (*Run, error) {
 		}
 		class = c
 	}
+	explicitID := o.RequestID != ""
 	if o.RequestID == "" {
 		o.RequestID = ids.New()
 	} else if !validUUID(o.RequestID) {
@@ -229,6 +230,16 @@ func (g *Governor) Start(ctx context.Context, o RunOptions) (*Run, error) {
 	r := g.newRun(o.RequestID, o.TraceID, o.ParentTraceID, o.Identity, class, maxRepairs)
 	r.parent = o.Parent
 	r.resumer = o.Resumer
+	if explicitID {
+		// A request ID names one run for good: the index forgets closed
+		// runs, so look for an earlier run of this ID in the journal too
+		// (a second run_started would merge two runs' records).
+		if _, err := g.runRecords(ctx, r.requestID); err == nil {
+			return nil, fmt.Errorf("govern: a run with request_id %s exists", r.requestID)
+		} else if !errors.Is(err, ErrUnknownRun) {
+			return nil, err
+		}
+	}
 	g.mu.Lock()
 	if _, dup := g.live[r.requestID]; dup || g.idx.known(r.requestID) {
 		g.mu.Unlock()
@@ -236,10 +247,19 @@ func (g *Governor) Start(ctx context.Context, o RunOptions) (*Run, error) {
 	}
 	g.live[r.requestID] = r
 	g.mu.Unlock()
+	if r.parent != nil {
+		if err := r.parent.reserveChild(r); err != nil {
+			g.forget(r)
+			return nil, err
+		}
+	}
 	rec := r.record(KindRunStarted)
 	rec.To, rec.Outcome = Intake, Pending
 	if err := r.appendData(ctx, false, rec, RunStart{Identity: o.Identity, TaskClass: o.TaskClass, MaxRepairs: maxRepairs, Resumer: o.Resumer}); err != nil {
 		g.forget(r)
+		if r.parent != nil {
+			r.parent.dropChild(r)
+		}
 		return nil, err
 	}
 	if r.parent != nil {
@@ -409,21 +429,15 @@ func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInp
 			return req, err
 		}
 		d.Approver, d.Token, d.TokenID = claims.Issuer, in.Token, claims.ID
-		unique = "approval:" + approvalID
 	} else {
 		if in.Approver == "" {
 			return req, errors.New("govern: a denial names its approver")
 		}
 		d.Approver = in.Approver
-		unique = "approval:" + approvalID
 	}
-	rec := &Record{Kind: KindApprovalDecided, RequestID: req.RequestID, TraceID: req.TraceID, ParentTraceID: req.ParentTraceID,
-		Node: g.opts.Node, Actor: Actor{ID: d.Approver, Kind: ActorHuman}, Tool: req.Tool, CallID: req.CallID,
-		Outcome: Success, Unique: unique, Timestamp: Time{ids.Now()}}
-	if !in.Approve {
-		rec.Outcome, rec.Reasons = Failure, []Reason{ApprovalDenied}
-	}
-	if rec.Data, err = json.Marshal(d); err != nil {
+	unique = decisionKey(approvalID)
+	rec, err := g.decisionRecord(req, d, unique)
+	if err != nil {
 		return req, err
 	}
 	if err := g.j.Append(ctx, true, rec); err != nil {
@@ -449,6 +463,26 @@ func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInp
 	}
 	return req, nil
 }
+
+// decisionRecord returns the approval_decided record of d on req; unique
+// makes a second decision on the request fail with ErrDuplicate.
+func (g *Governor) decisionRecord(req ApprovalRequest, d ApprovalDecision, unique string) (*Record, error) {
+	rec := &Record{Kind: KindApprovalDecided, RequestID: req.RequestID, TraceID: req.TraceID, ParentTraceID: req.ParentTraceID,
+		Node: g.opts.Node, Actor: Actor{ID: d.Approver, Kind: ActorHuman}, Tool: req.Tool, CallID: req.CallID,
+		Outcome: Success, Unique: unique, Timestamp: Time{ids.Now()}}
+	if !d.Approved {
+		rec.Outcome, rec.Reasons = Failure, []Reason{ApprovalDenied}
+	}
+	var err error
+	if rec.Data, err = json.Marshal(d); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// decisionKey is the journal Unique key of the decision on an approval
+// request: one decision per request.
+func decisionKey(approvalID string) string { return "approval:" + approvalID }
 
 // checkToken verifies token and its binding to want; the approver must
 // not be the requester.

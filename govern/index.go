@@ -18,6 +18,7 @@ type index struct {
 	last      uint64
 	runs      map[string]*indexedRun
 	approvals map[string]*ApprovalRequest
+	asked     map[string]uint64 // approval ID → seq of its request (the order to list them in)
 }
 
 type indexedRun struct {
@@ -31,6 +32,7 @@ type indexedRun struct {
 func (x *index) init() {
 	x.runs = map[string]*indexedRun{}
 	x.approvals = map[string]*ApprovalRequest{}
+	x.asked = map[string]uint64{}
 }
 
 // refresh reads the records appended since the last refresh.
@@ -67,6 +69,18 @@ func (x *index) apply(rec Record) {
 	switch rec.Kind {
 	case KindTransition:
 		ir.phase = rec.To
+		if rec.From == Verify && (rec.To == Plan || rec.To == Execute) {
+			// A repair supersedes the pending requests of earlier
+			// attempts (Run.supersedeLocked).
+			var d TransitionData
+			if json.Unmarshal(rec.Data, &d) == nil {
+				for id, a := range x.approvals {
+					if a.RequestID == rec.RequestID && a.Status == StatusPending && a.Attempt < d.Repairs {
+						delete(x.approvals, id)
+					}
+				}
+			}
+		}
 	case KindPaused:
 		ir.paused = true
 	case KindResumed:
@@ -76,6 +90,7 @@ func (x *index) apply(rec Record) {
 		if json.Unmarshal(rec.Data, &a) == nil && a.ID != "" {
 			a.Status = StatusPending
 			x.approvals[a.ID] = &a
+			x.asked[a.ID] = rec.Seq
 		}
 	case KindApprovalDecided:
 		var d ApprovalDecision
@@ -93,6 +108,7 @@ func (x *index) apply(rec Record) {
 		for id, a := range x.approvals {
 			if a.RequestID == rec.RequestID {
 				delete(x.approvals, id)
+				delete(x.asked, id)
 			}
 		}
 		delete(x.runs, rec.RequestID)
@@ -139,12 +155,7 @@ func (x *index) approvalList(pendingOnly bool) []ApprovalRequest {
 		}
 		out = append(out, cloneApproval(a))
 	}
-	slices.SortFunc(out, func(a, b ApprovalRequest) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt.Time); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+	slices.SortFunc(out, func(a, b ApprovalRequest) int { return cmp.Compare(x.asked[a.ID], x.asked[b.ID]) })
 	return out
 }
 

@@ -1,6 +1,7 @@
 package govern
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -213,7 +214,25 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	}
 	intent.Attempt = r.repairs
 	r.inflight++
+	// Reserve the call ID while the call is gated, so that a concurrent
+	// Invoke of the same ID reports it running instead of running it a
+	// second time; a refused call gives the ID back.
+	prev, hadPrev := r.calls[call.ID]
+	r.calls[call.ID] = &callState{tool: spec.Name, argsHash: argsHash, status: KindIntent, tier: tier}
+	reserved := true
 	r.mu.Unlock()
+	defer func() {
+		if !reserved {
+			return
+		}
+		r.mu.Lock()
+		if hadPrev {
+			r.calls[call.ID] = prev
+		} else {
+			delete(r.calls, call.ID)
+		}
+		r.mu.Unlock()
+	}()
 	violated := false
 	defer func() {
 		r.mu.Lock()
@@ -244,6 +263,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		}
 	}
 	r.mu.Lock()
+	reserved = false
 	r.calls[call.ID] = &callState{tool: spec.Name, argsHash: argsHash, status: KindIntent, tier: tier}
 	if write {
 		r.wrote = true
@@ -269,6 +289,24 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	if runErr == nil && violation != "" {
 		runErr, reason = fmt.Errorf("wrote (%s) under read_only", violation), TierViolation
 	}
+	var resRaw json.RawMessage
+	var ev Evidence
+	if runErr == nil {
+		// The result is evidence: a result that cannot be encoded or
+		// hashed unambiguously fails the call (journaled like any failure)
+		// rather than leaving it "running" forever.
+		var err error
+		if resRaw, err = json.Marshal(result); err != nil {
+			runErr, reason = fmt.Errorf("tool result is not JSON: %w", err), EvidenceInvalid
+		} else if ev, err = r.sealEvidence(Evidence{EvidenceType: ToolResult, Source: spec.Name, Actor: "tool:" + spec.Name, Payload: resRaw,
+			Extra: map[string]any{MetaCallID: call.ID}}, spec.Name); err != nil {
+			runErr, reason = err, EvidenceInvalid
+			var ge *Error
+			if errors.As(err, &ge) {
+				runErr = errors.New(ge.Detail)
+			}
+		}
+	}
 	if runErr != nil {
 		violated = reason == TierViolation
 		rec := r.record(KindFailed)
@@ -282,19 +320,10 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		return nil, &Error{Reasons: []Reason{reason}, Tool: spec.Name, CallID: call.ID, Detail: truncateDetail(runErr.Error()), Err: runErr}
 	}
 
-	resRaw, err := json.Marshal(result)
-	if err != nil {
-		resRaw, _ = json.Marshal(fmt.Sprint(result))
-	}
-	ev, err := r.sealEvidence(Evidence{EvidenceType: ToolResult, Source: spec.Name, Actor: "tool:" + spec.Name, Payload: resRaw,
-		Extra: map[string]any{MetaCallID: call.ID}}, spec.Name)
-	if err != nil {
-		return nil, err
-	}
 	evidence := append([]Evidence{ev}, extra...)
 	rec := r.record(KindCommit)
 	rec.Tool, rec.CallID, rec.Outcome = spec.Name, call.ID, Success
-	if err := r.appendData(ctx, write, rec, CallOutcome{Result: resRaw, ArgsHash: argsHash, ResultHash: ev.Hash, Evidence: evidence, DurationMS: dur}); err != nil {
+	if err := r.appendData(ctx, write, rec, CallOutcome{ArgsHash: argsHash, ResultHash: ev.Hash, Evidence: evidence, DurationMS: dur}); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -330,6 +359,8 @@ func (r *Run) gate(ctx context.Context, spec ToolSpec, call Call, args map[strin
 			return "", r.block(ctx, spec, call, *intent, "computing the rollback action failed: "+err.Error(), RollbackRequired)
 		case a != nil && a.Type == "":
 			return "", r.block(ctx, spec, call, *intent, "rollback action has no type", RollbackRequired)
+		case a != nil && !carriablePayload(a.Payload):
+			return "", r.block(ctx, spec, call, *intent, "rollback payload must be a JSON object or string (message-envelope.schema.json)", RollbackRequired)
 		case a != nil:
 			if _, ok := r.g.opts.Rollbacks[a.Type]; !ok {
 				return "", r.block(ctx, spec, call, *intent, fmt.Sprintf("no rollback handler for type %q", a.Type), RollbackRequired)
@@ -391,6 +422,32 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 		}
 		if consumed {
 			return "", r.block(ctx, spec, call, *intent, "approval already used (replay)", ApprovalInvalid)
+		}
+		switch req.Status {
+		case StatusDenied:
+			intent.ApprovalID = req.ID
+			return "", r.block(ctx, spec, call, *intent, "approval request "+req.ID+" was denied", ApprovalDenied)
+		case StatusPending:
+			// The presented token answers the pending request: journal
+			// the decision as Decide does, so that the request stops
+			// counting as pending (Verify, Deliver, Governor.Approvals)
+			// and cannot be decided a second time.
+			d := ApprovalDecision{ApprovalID: req.ID, Approved: true, Approver: claims.Issuer, Token: call.Approval,
+				TokenID: claims.ID, DecidedAt: Time{ids.Now()}}
+			rec, err := r.g.decisionRecord(cloneApproval(req), d, decisionKey(req.ID))
+			if err == nil {
+				err = r.g.j.Append(context.WithoutCancel(ctx), true, rec)
+			}
+			if errors.Is(err, ErrDuplicate) {
+				return "", r.block(ctx, spec, call, *intent, "approval request "+req.ID+" was decided meanwhile", ApprovalInvalid)
+			} else if err != nil {
+				return "", &Error{Reasons: []Reason{InternalError}, Detail: "journal append failed: " + err.Error(), Err: err}
+			}
+			decided := cloneApproval(req)
+			decided.Status, decided.Decision = StatusApproved, &d
+			r.mu.Lock()
+			r.approvals[req.ID] = &decided
+			r.mu.Unlock()
 		}
 		return use(claims, req.ID)
 	}
@@ -482,6 +539,23 @@ func (r *Run) block(ctx context.Context, spec ToolSpec, call Call, intent CallIn
 	env := r.callEnvelopeLocked(spec.Name, call.ID, intent, outcome, reasons)
 	r.mu.Unlock()
 	return &Error{Reasons: reasons, Tool: spec.Name, CallID: call.ID, ApprovalID: intent.ApprovalID, Detail: detail, Envelope: &env}
+}
+
+// carriablePayload reports whether a rollback payload fits the
+// envelope's rollback_action.payload, which the schema allows to be an
+// object or a string only (or absent). A payload that does not fit would
+// make every envelope of the call invalid, so the write has no usable
+// rollback.
+func carriablePayload(p any) bool {
+	if p == nil {
+		return true
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return false
+	}
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && (b[0] == '{' || b[0] == '"')
 }
 
 func policyRule(d *Decision) string {

@@ -68,6 +68,11 @@ func (j *MemoryJournal) Records(ctx context.Context, from uint64) iter.Seq2[Reco
 				return
 			}
 			j.mu.RLock()
+			if j.closed {
+				j.mu.RUnlock()
+				yield(Record{}, fmt.Errorf("govern: journal is closed"))
+				return
+			}
 			if i >= uint64(len(j.recs)) {
 				j.mu.RUnlock()
 				return

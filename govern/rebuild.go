@@ -39,6 +39,7 @@ func (r *Run) apply(rec Record) error {
 		}
 		if rec.From == Verify && (rec.To == Plan || rec.To == Execute) {
 			r.repairs = d.Repairs
+			r.supersedeLocked()
 		}
 		if rec.To == FailSafe {
 			r.reasons = append([]Reason(nil), rec.Reasons...)
@@ -73,7 +74,10 @@ func (r *Run) apply(rec Record) error {
 		}
 		cs.status = rec.Kind
 		if rec.Kind == KindCommit {
-			cs.result, cs.evidence = out.Result, out.Evidence
+			cs.evidence = out.Evidence
+			if len(out.Evidence) > 0 && out.Evidence[0].Hash == out.ResultHash {
+				cs.result = out.Evidence[0].Payload
+			}
 			r.evidence = append(r.evidence, out.Evidence...)
 		}
 	case KindEvidence:

@@ -32,14 +32,14 @@ type CallIntent struct {
 // CallOutcome is the Data of an invocation_commit or invocation_failed
 // record.
 type CallOutcome struct {
-	// Result is the tool's result (commit), kept so that a resumed run
-	// gets the same result without running the tool again.
-	Result     json.RawMessage `json:"result,omitempty"`
-	ArgsHash   string          `json:"args_hash,omitempty"`
-	ResultHash string          `json:"result_hash,omitempty"`
-	Evidence   []Evidence      `json:"evidence,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	DurationMS int64           `json:"duration_ms"`
+	ArgsHash string `json:"args_hash,omitempty"`
+	// ResultHash is the hash of the tool's result; the result itself is
+	// the payload of the first evidence object (tool_result), kept so
+	// that a resumed run gets it without running the tool again.
+	ResultHash string     `json:"result_hash,omitempty"`
+	Evidence   []Evidence `json:"evidence,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	DurationMS int64      `json:"duration_ms"`
 }
 
 // ApprovalRequest is a pending (or decided) request for approval of one

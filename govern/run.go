@@ -619,7 +619,9 @@ func (r *Run) Repair(ctx context.Context, to Phase, detail string) error {
 	}
 	if r.verdict.Passed {
 		r.mu.Unlock()
-		return errors.New("govern: verification passed; nothing to repair")
+		// Not an edge the machine takes (§4.1 repairs a failed
+		// invariant): report it as the illegal transition it is.
+		return fmt.Errorf("govern: verification passed; nothing to repair: %w", ErrIllegalTransition)
 	}
 	if r.repairs >= r.maxRepairs {
 		reasons := append(slices.Clone(r.verdict.Reasons), RepairsExhausted)
@@ -637,8 +639,22 @@ func (r *Run) Repair(ctx context.Context, to Phase, detail string) error {
 	}
 	r.repairs++
 	r.verdict = nil
+	r.supersedeLocked()
 	r.mu.Unlock()
 	return nil
+}
+
+// supersedeLocked drops the approval requests of earlier attempts still
+// pending: their binding names an attempt that is over, so no token can
+// make them usable, and left pending they would block Verify and Deliver
+// for good. The index (Governor.Approvals, Decide) drops them on the same
+// repair transition.
+func (r *Run) supersedeLocked() {
+	for id, a := range r.approvals {
+		if a.Status == StatusPending && a.Attempt < r.repairs {
+			delete(r.approvals, id)
+		}
+	}
 }
 
 func reasonsOf(env *Envelope) []Reason {
@@ -794,10 +810,36 @@ func (r *Run) finished(ctx context.Context) {
 	r.g.forget(r)
 }
 
+// reserveChild registers c as a child before c's run_started is
+// journaled, so that the parent cannot deliver past a child it has not
+// seen yet. A closed (or closing, or paused) parent takes no children: a
+// child's failure could no longer bubble up to it (§4.3).
+func (r *Run) reserveChild(c *Run) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.usableLocked(); err != nil {
+		return err
+	}
+	r.children[c.requestID] = &childState{requestID: c.requestID, traceID: c.traceID, phase: Intake}
+	return nil
+}
+
+// dropChild undoes reserveChild for a child that did not start.
+func (r *Run) dropChild(c *Run) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cs, ok := r.children[c.requestID]; ok && cs.phase == Intake {
+		delete(r.children, c.requestID)
+	}
+}
+
+// addChild journals that the reserved child c started.
 func (r *Run) addChild(c *Run) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.children[c.requestID] = &childState{requestID: c.requestID, traceID: c.traceID, phase: Intake}
+	if r.phase.Terminal() {
+		return // closed meanwhile; nothing more of this run is journaled
+	}
 	rec := r.record(KindChild)
 	b, _ := json.Marshal(ChildData{RequestID: c.requestID, TraceID: c.traceID, Phase: Intake})
 	rec.Data = b

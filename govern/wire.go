@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
+	"math"
+	"math/big"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gowebpki/jcs"
@@ -89,14 +92,14 @@ func (id Identity) Validate() error {
 // MarshalJSON writes the known members and Extra.
 func (id Identity) MarshalJSON() ([]byte, error) {
 	type plain Identity
-	return marshalWithExtra(plain(id), id.Extra)
+	return marshalWithExtra(plain(id), id.Extra, identityMembers...)
 }
 
 // UnmarshalJSON reads the known members; the others go to Extra.
 func (id *Identity) UnmarshalJSON(b []byte) error {
 	type plain Identity
 	var p plain
-	extra, err := unmarshalWithExtra(b, &p, "agent_id", "owner_id", "user_id", "control_class")
+	extra, err := unmarshalWithExtra(b, &p, identityMembers...)
 	if err != nil {
 		return err
 	}
@@ -169,15 +172,14 @@ type Evidence struct {
 // MarshalJSON writes the known members and Extra.
 func (e Evidence) MarshalJSON() ([]byte, error) {
 	type plain Evidence
-	return marshalWithExtra(plain(e), e.Extra)
+	return marshalWithExtra(plain(e), e.Extra, evidenceMembers...)
 }
 
 // UnmarshalJSON reads the known members; the others go to Extra.
 func (e *Evidence) UnmarshalJSON(b []byte) error {
 	type plain Evidence
 	var p plain
-	extra, err := unmarshalWithExtra(b, &p, "evidence_id", "evidence_type", "source", "request_id", "trace_id",
-		"parent_trace_id", "actor", "hash", "collected_at", "payload")
+	extra, err := unmarshalWithExtra(b, &p, evidenceMembers...)
 	if err != nil {
 		return err
 	}
@@ -264,14 +266,14 @@ func (r Report) MarshalJSON() ([]byte, error) {
 	if r.Checks == nil {
 		r.Checks = []Check{}
 	}
-	return marshalWithExtra(plain(r), r.Extra)
+	return marshalWithExtra(plain(r), r.Extra, reportMembers...)
 }
 
 // UnmarshalJSON reads the known members; the others go to Extra.
 func (r *Report) UnmarshalJSON(b []byte) error {
 	type plain Report
 	var p plain
-	extra, err := unmarshalWithExtra(b, &p, "report_id", "request_id", "verifier_id", "evidence_ids", "status", "checks", "generated_at")
+	extra, err := unmarshalWithExtra(b, &p, reportMembers...)
 	if err != nil {
 		return err
 	}
@@ -279,6 +281,14 @@ func (r *Report) UnmarshalJSON(b []byte) error {
 	r.Extra = extra
 	return nil
 }
+
+// The member names of the wire objects with an Extra.
+var (
+	identityMembers = []string{"agent_id", "owner_id", "user_id", "control_class"}
+	evidenceMembers = []string{"evidence_id", "evidence_type", "source", "request_id", "trace_id",
+		"parent_trace_id", "actor", "hash", "collected_at", "payload"}
+	reportMembers = []string{"report_id", "request_id", "verifier_id", "evidence_ids", "status", "checks", "generated_at"}
+)
 
 // Time is a wire date-time: written as RFC 3339 UTC with milliseconds,
 // read from any RFC 3339 date-time.
@@ -289,15 +299,16 @@ func (t Time) MarshalJSON() ([]byte, error) {
 	return json.Marshal(t.UTC().Format(TimeFormat))
 }
 
-// UnmarshalJSON reads an RFC 3339 date-time.
+// UnmarshalJSON reads an RFC 3339 date-time (as parseDateTime: strictly,
+// "T" and "Z" in either case), in UTC.
 func (t *Time) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return errors.New("govern: date-time must be a string")
 	}
-	v, err := time.Parse(time.RFC3339Nano, s)
+	v, err := parseDateTime(s)
 	if err != nil {
-		return fmt.Errorf("govern: %q is not an RFC 3339 date-time", s)
+		return fmt.Errorf("govern: %w", err)
 	}
 	t.Time = v
 	return nil
@@ -309,6 +320,9 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 func PayloadHash(payload json.RawMessage) (string, error) {
 	if len(bytes.TrimSpace(payload)) == 0 {
 		payload = json.RawMessage("null")
+	}
+	if err := checkExactIntegers(payload); err != nil {
+		return "", fmt.Errorf("govern: payload is not canonicalizable JSON: %w", err)
 	}
 	c, err := jcs.Transform(payload)
 	if err != nil {
@@ -327,42 +341,62 @@ func HashJSON(v any) (string, error) {
 	return PayloadHash(b)
 }
 
-// marshalWithExtra writes v (a struct) with extra's members added; a
-// member of v wins over an extra of the same name.
-func marshalWithExtra(v any, extra map[string]any) ([]byte, error) {
+// marshalWithExtra writes v (a struct whose JSON member names are known)
+// with extra's members appended in sorted order; an extra named like a
+// known member is dropped (the struct's member wins).
+func marshalWithExtra(v any, extra map[string]any, known ...string) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil || len(extra) == 0 {
 		return b, err
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, err
-	}
-	for k, x := range extra {
-		if _, known := m[k]; known {
-			continue
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		if !slices.Contains(known, k) {
+			keys = append(keys, k)
 		}
-		xb, err := json.Marshal(x)
+	}
+	slices.Sort(keys)
+	out := b[:len(b)-1] // drop the closing brace
+	for _, k := range keys {
+		kb, err := json.Marshal(k)
 		if err != nil {
 			return nil, err
 		}
-		m[k] = xb
+		xb, err := json.Marshal(extra[k])
+		if err != nil {
+			return nil, err
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(append(append(out, kb...), ':'), xb...)
 	}
-	return json.Marshal(m)
+	return append(out, '}'), nil
 }
 
 // unmarshalWithExtra decodes b into v (a pointer to a struct) and returns
 // the members not named in known.
 func unmarshalWithExtra(b []byte, v any, known ...string) (map[string]any, error) {
-	if err := json.Unmarshal(b, v); err != nil {
-		return nil, err
-	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
+	// Decode v from its own members only: encoding/json matches names
+	// case-insensitively, so "HASH" would otherwise set Hash and stay in
+	// the extras as well.
+	own := make(map[string]json.RawMessage, len(known))
 	for _, k := range known {
-		delete(m, k)
+		if raw, ok := m[k]; ok {
+			own[k] = raw
+			delete(m, k)
+		}
+	}
+	ob, err := json.Marshal(own)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(ob, v); err != nil {
+		return nil, err
 	}
 	if len(m) == 0 {
 		return nil, nil
@@ -382,25 +416,112 @@ func cloneJSONMap(m map[string]any) map[string]any {
 	if m == nil {
 		return nil
 	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return maps.Clone(m)
-	}
-	var out map[string]any
-	if json.Unmarshal(b, &out) != nil {
-		return maps.Clone(m)
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = cloneJSONValue(v)
 	}
 	return out
 }
 
+// cloneJSONValue deep-copies the maps and slices of a JSON-shaped value;
+// other values are copied through their JSON form, or kept as they are
+// when they have none.
+func cloneJSONValue(v any) any {
+	switch x := v.(type) {
+	case nil, string, bool, float64, int, int64, json.Number:
+		return x
+	case map[string]any:
+		return cloneJSONMap(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = cloneJSONValue(e)
+		}
+		return out
+	case []string:
+		return slices.Clone(x)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
+}
+
+// checkExactIntegers refuses integer literals (no fraction, no exponent)
+// that an IEEE-754 double cannot hold exactly: RFC 8785 reads every number
+// as a double, so 9007199254740993 and 9007199254740992 would hash alike
+// and a payload's hash would no longer pin its content. Numbers written
+// with a fraction or an exponent are taken as the doubles they denote.
+// The scan is linear and allocation-free for ordinary payloads.
+func checkExactIntegers(b []byte) error {
+	inString, escaped := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		if c == '"' {
+			inString = true
+			continue
+		}
+		if c != '-' && (c < '0' || c > '9') {
+			continue
+		}
+		j := i
+		if b[j] == '-' {
+			j++
+		}
+		start := j
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		integer := j == len(b) || (b[j] != '.' && b[j] != 'e' && b[j] != 'E')
+		for j < len(b) && (b[j] == '.' || b[j] == 'e' || b[j] == 'E' || b[j] == '+' || b[j] == '-' || (b[j] >= '0' && b[j] <= '9')) {
+			j++
+		}
+		if integer && j-start > 15 {
+			lit := string(b[i:j])
+			if !exactInteger(lit) {
+				return fmt.Errorf("integer %s cannot be represented exactly as an IEEE-754 double (RFC 8785 would round it); send it as a string", lit)
+			}
+		}
+		i = j - 1
+	}
+	return nil
+}
+
+// exactInteger reports whether the decimal integer lit survives a round
+// trip through float64.
+func exactInteger(lit string) bool {
+	n, ok := new(big.Int).SetString(lit, 10)
+	if !ok {
+		return true // not a number; the JSON parser reports it
+	}
+	f, acc := new(big.Float).SetInt(n).Float64()
+	return acc == big.Exact && !math.IsInf(f, 0)
+}
+
 // checkDuplicateKeys returns an error if any object in the JSON text b
 // has a member name twice (RFC 8259 leaves that open; a hash or signature
-// over such input would be ambiguous).
+// over such input would be ambiguous): a *duplicateMemberError.
 func checkDuplicateKeys(b []byte) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
-	var walk func() error
-	walk = func() error {
+	var walk func(path string) error
+	walk = func(path string) error {
 		tok, err := d.Token()
 		if err != nil {
 			return err
@@ -415,18 +536,18 @@ func checkDuplicateKeys(b []byte) error {
 				}
 				key, _ := k.(string)
 				if seen[key] {
-					return fmt.Errorf("duplicate member %q", key)
+					return &duplicateMemberError{path: path + "/" + escapePointer(key), name: key}
 				}
 				seen[key] = true
-				if err := walk(); err != nil {
+				if err := walk(path + "/" + escapePointer(key)); err != nil {
 					return err
 				}
 			}
 			_, err = d.Token()
 			return err
 		case json.Delim('['):
-			for d.More() {
-				if err := walk(); err != nil {
+			for i := 0; d.More(); i++ {
+				if err := walk(path + "/" + strconv.Itoa(i)); err != nil {
 					return err
 				}
 			}
@@ -435,7 +556,7 @@ func checkDuplicateKeys(b []byte) error {
 		}
 		return nil
 	}
-	if err := walk(); err != nil {
+	if err := walk(""); err != nil {
 		return err
 	}
 	if _, err := d.Token(); err != io.EOF {

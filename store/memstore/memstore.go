@@ -1,12 +1,14 @@
 // Package memstore provides in-memory implementations of agentry's
 // persistence interfaces, for tests and ephemeral use: nothing survives
 // the process: the agent.CheckpointStore of UAP-1.1 §12.2
-// (specs/uap-1.1.md) and the workflow.SessionStore of UAIP-0.1
-// (specs/uaip-0.1.md); store/sqlstore is the durable counterpart.
+// (specs/uap-1.1.md), the workflow.SessionStore of UAIP-0.1
+// (specs/uaip-0.1.md) and the govern.Journal of UAICP-0.3 §5.4
+// (specs/uaicp-0.3.md); store/sqlstore is the durable counterpart.
 //
 //	store := memstore.New()
 //	a, err := agent.New(agent.Options{LLMOptions: opts, Checkpoints: store.Checkpoints()})
 //	engine := workflow.NewEngine(store.Sessions(), nil)
+//	g, err := govern.New(ctx, govern.Options{Journal: store.Journal()})
 //
 // The in-memory checkpoint store lives here rather than in agent/checkpoint
 // so that one Store value carries the in-memory version of every
@@ -21,6 +23,7 @@ import (
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/agent/checkpoint"
+	"github.com/agentry-dev/agentry/govern"
 )
 
 // Store holds in-memory stores. The zero value is not usable; call New.
@@ -28,6 +31,9 @@ import (
 type Store struct {
 	checkpoints *checkpoints
 	sessions    *sessions
+
+	journalOnce sync.Once
+	journal     *govern.MemoryJournal
 }
 
 // New returns an empty store.
@@ -40,6 +46,14 @@ func New() *Store {
 // afresh, exactly as a durable store would, and sessions are named as in
 // every store (checkpoint.ValidateSessionID).
 func (s *Store) Checkpoints() agent.CheckpointStore { return s.checkpoints }
+
+// Journal returns the store's govern.Journal: a govern.MemoryJournal,
+// created at the first call, the same one on every call. Closing it
+// closes it for every user of the store.
+func (s *Store) Journal() govern.Journal {
+	s.journalOnce.Do(func() { s.journal = govern.NewMemoryJournal() })
+	return s.journal
+}
 
 type entry struct {
 	state []byte

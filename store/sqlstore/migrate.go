@@ -37,6 +37,22 @@ CREATE TABLE workflow_sessions (
 	updated_at BIGINT NOT NULL,
 	expires_at BIGINT
 )`, `CREATE INDEX workflow_sessions_expires_at ON workflow_sessions (expires_at)`}},
+	{3, "governance journal (UAICP-0.3 §5.4) and audit export cursors", []string{`
+CREATE TABLE governance_journal (
+	seq        BIGINT PRIMARY KEY,
+	request_id TEXT NOT NULL,
+	unique_key TEXT UNIQUE,
+	record     TEXT NOT NULL
+)`, `CREATE INDEX governance_journal_request_id ON governance_journal (request_id, seq)`, `
+CREATE TABLE governance_journal_head (
+	id   BIGINT PRIMARY KEY,
+	seq  BIGINT NOT NULL,
+	hash TEXT NOT NULL
+)`, `INSERT INTO governance_journal_head (id, seq, hash) VALUES (1, 0, '')`, `
+CREATE TABLE governance_audit_cursors (
+	name TEXT PRIMARY KEY,
+	seq  BIGINT NOT NULL
+)`}},
 }
 
 // migrationLockKey is the PostgreSQL advisory lock serializing migrations

@@ -2,13 +2,16 @@
 // database, SQLite (modernc.org/sqlite, pure Go) by default or PostgreSQL
 // (github.com/jackc/pgx/v5) for scale-out, holding every persistence
 // interface: the agent.CheckpointStore of UAP-1.1 §12.2
-// (specs/uap-1.1.md), Store.Checkpoints, and the workflow.SessionStore of
-// UAIP-0.1 (specs/uaip-0.1.md), Store.Sessions.
+// (specs/uap-1.1.md), Store.Checkpoints; the workflow.SessionStore of
+// UAIP-0.1 (specs/uaip-0.1.md), Store.Sessions; and the hash-chained
+// govern.Journal of UAICP-0.3 §5.4 (specs/uaicp-0.3.md), Store.Journal,
+// with the cursors of its audit export, Store.AuditCursor.
 //
 //	st, err := sqlstore.Open(ctx, "sqlite:///var/lib/agentry/agentry.db")
 //	defer st.Close()
 //	a, err := agent.New(agent.Options{LLMOptions: opts, Checkpoints: st.Checkpoints()})
 //	engine := workflow.NewEngine(st.Sessions(), nil)
+//	g, err := govern.New(ctx, govern.Options{Journal: st.Journal(), Node: "replica-1"})
 //
 // A store is chosen by URL (see Open). Both databases get the same schema,
 // created and upgraded by versioned migrations when the store is opened;
@@ -18,12 +21,13 @@
 // database behave as one.
 //
 // Each persistence interface is a method of Store returning a view of the
-// one database (Checkpoints and Sessions today; the governance journal
-// and replay caches to come), its tables added by a new entry in the
-// migration list. Session writes from many goroutines are group-committed:
-// one transaction, one fsync, for all the writes that arrive together
-// (see Store.Sessions). Queries are written once, with $N placeholders,
-// which both drivers accept.
+// one database (Checkpoints, Sessions, Journal; replay caches to come),
+// its tables added by a new entry in the migration list. Session writes
+// and journal appends from many goroutines are group-committed: one
+// transaction, one fsync, for all the writes that arrive together (see
+// Store.Sessions, Store.Journal). The journal keeps one hash chain across
+// processes: each append locks its head row. Queries are written once,
+// with $N placeholders, which both drivers accept.
 package sqlstore
 
 import (

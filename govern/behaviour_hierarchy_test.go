@@ -1,0 +1,143 @@
+package govern_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/agentry-dev/agentry/govern"
+)
+
+// TestUAICP_4_3_ParentTraceID: a child run names its parent's trace as
+// parent_trace_id on its envelopes, its evidence and its journal records.
+func TestUAICP_4_3_ParentTraceID(t *testing.T) {
+	g := newGov(t, govern.Options{})
+	parent := start(t, g, govern.RunOptions{})
+	child := start(t, g, govern.RunOptions{Parent: parent})
+	if child.ParentTraceID() != parent.TraceID() || child.TraceID() == parent.TraceID() || !govern.ValidTraceID(child.TraceID()) {
+		t.Fatalf("child trace %s parent trace %s, parent's %s", child.TraceID(), child.ParentTraceID(), parent.TraceID())
+	}
+	if env := child.Envelope(); env.ParentTraceID != parent.TraceID() {
+		t.Errorf("child envelope parent_trace_id %q", env.ParentTraceID)
+	}
+	inv := invoke(t, child, readOnly("look"), govern.Call{ID: "c1"}, &tool{})
+	if inv.Envelope.ParentTraceID != parent.TraceID() || inv.Evidence[0].ParentTraceID != parent.TraceID() {
+		t.Errorf("call envelope / evidence parent trace %q / %q", inv.Envelope.ParentTraceID, inv.Evidence[0].ParentTraceID)
+	}
+	ev, err := child.AddEvidence(bg, govern.Evidence{Source: "s", Payload: json.RawMessage(`1`)})
+	if err != nil || ev.ParentTraceID != parent.TraceID() {
+		t.Errorf("evidence parent trace %q (%v)", ev.ParentTraceID, err)
+	}
+	env := verifyPass(t, child, "child result")
+	if env.ParentTraceID != parent.TraceID() {
+		t.Errorf("deliver envelope parent trace %q", env.ParentTraceID)
+	}
+	for _, rec := range runRecords(t, g.Journal(), child.RequestID()) {
+		if rec.ParentTraceID != parent.TraceID() {
+			t.Errorf("child record %d (%s) parent_trace_id %q", rec.Seq, rec.Kind, rec.ParentTraceID)
+		}
+	}
+	if env := parent.Envelope(); env.ParentTraceID != "" {
+		t.Errorf("parent envelope has a parent trace %q", env.ParentTraceID)
+	}
+	// A parent governed elsewhere is named by its trace alone.
+	remote := govern.NewTraceID()
+	orphan := start(t, g, govern.RunOptions{ParentTraceID: remote})
+	if orphan.Envelope().ParentTraceID != remote {
+		t.Errorf("orphan parent trace %q", orphan.Envelope().ParentTraceID)
+	}
+	verifyPass(t, orphan, "x")
+	verifyPass(t, parent, "parent result")
+}
+
+// TestUAICP_4_3_ChildFailureBubblesUp: a child in fail_safe, or one not
+// resolved yet, makes the parent's verification fail with CHILD_FAILED,
+// so the parent cannot deliver; a delivered child lets it.
+func TestUAICP_4_3_ChildFailureBubblesUp(t *testing.T) {
+	t.Run("failed child", func(t *testing.T) {
+		g := newGov(t, govern.Options{})
+		parent := start(t, g, govern.RunOptions{})
+		ok := start(t, g, govern.RunOptions{Parent: parent})
+		verifyPass(t, ok, "fine")
+		_, err := g.Execute(bg, govern.RunOptions{Identity: testIdentity(), Parent: parent}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
+			return nil, govern.Reason(govern.PolicyBlocked)
+		})
+		wantReasons(t, err, govern.PolicyBlocked)
+		v, err := parent.Verify(bg, "out")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkVerdict(t, v)
+		if v.Passed || !slices.Contains(v.Reasons, govern.ChildFailed) {
+			t.Fatalf("parent verdict passed=%v reasons=%v, want CHILD_FAILED", v.Passed, v.Reasons)
+		}
+		if _, err := parent.Deliver(bg, "out"); !errors.Is(err, govern.ErrNotVerified) {
+			t.Errorf("parent Deliver: %v", err)
+		}
+		var childRecs []govern.ChildData
+		for _, rec := range runRecords(t, g.Journal(), parent.RequestID()) {
+			if rec.Kind == govern.KindChild {
+				var d govern.ChildData
+				if err := json.Unmarshal(rec.Data, &d); err != nil {
+					t.Fatal(err)
+				}
+				childRecs = append(childRecs, d)
+				if d.Phase == govern.FailSafe && (rec.Outcome != govern.Uncertain || !slices.Contains(rec.Reasons, govern.ChildFailed)) {
+					t.Errorf("child_finished record of a failed child: %+v", rec)
+				}
+			}
+		}
+		if len(childRecs) != 4 { // two started, two finished
+			t.Errorf("child records %+v", childRecs)
+		}
+		env, err := parent.Fail(bg, "a child failed", v.Reasons...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantEnvReasons(t, env, govern.ChildFailed)
+	})
+	t.Run("unresolved child", func(t *testing.T) {
+		g := newGov(t, govern.Options{})
+		parent := start(t, g, govern.RunOptions{})
+		child := start(t, g, govern.RunOptions{Parent: parent})
+		v, err := parent.Verify(bg, "out")
+		if err != nil || v.Passed || !slices.Contains(v.Reasons, govern.ChildFailed) {
+			t.Fatalf("parent verdict with a running child: %+v %v", v, err)
+		}
+		// Once the child delivers, a repair lets the parent deliver.
+		verifyPass(t, child, "done")
+		if err := parent.Repair(bg, govern.Execute, "child resolved"); err != nil {
+			t.Fatal(err)
+		}
+		verifyPass(t, parent, "out")
+	})
+	t.Run("child started after verification", func(t *testing.T) {
+		g := newGov(t, govern.Options{})
+		parent := start(t, g, govern.RunOptions{})
+		if v, err := parent.Verify(bg, "out"); err != nil || !v.Passed {
+			t.Fatal(v, err)
+		}
+		late := start(t, g, govern.RunOptions{Parent: parent})
+		if _, err := parent.Deliver(bg, "out"); !errors.Is(err, govern.ErrNotVerified) {
+			t.Errorf("Deliver past an unresolved child: err = %v, want ErrNotVerified", err)
+		}
+		verifyPass(t, late, "x")
+		verifyDeliverOnly(t, parent, "out")
+	})
+	t.Run("delivered children", func(t *testing.T) {
+		g := newGov(t, govern.Options{})
+		parent := start(t, g, govern.RunOptions{})
+		for range 3 {
+			d, err := g.Execute(bg, govern.RunOptions{Identity: testIdentity(), Parent: parent}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
+				return "part", nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkWire(t, d.Envelope)
+		}
+		verifyPass(t, parent, "whole")
+	})
+}

@@ -1,0 +1,186 @@
+package sqlstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/govern/audit"
+	"github.com/agentry-dev/agentry/govern/journaltest"
+)
+
+// durableJournal opens the journal of a store at u, and reopens it in a
+// new Store (as a restarted process would).
+func durableJournal(u string) journaltest.DurableOpener {
+	return func(t *testing.T) (govern.Journal, journaltest.Opener) {
+		return openT(t, u).Journal(), func(t *testing.T) govern.Journal { return openT(t, u).Journal() }
+	}
+}
+
+func TestUAICP_5_4_Journal_SQLite(t *testing.T) {
+	journaltest.RunDurable(t, func(t *testing.T) (govern.Journal, journaltest.Opener) {
+		return durableJournal(sqliteURL(t))(t)
+	})
+}
+
+func TestUAICP_5_4_Journal_SQLiteMemory(t *testing.T) {
+	journaltest.Run(t, func(t *testing.T) govern.Journal { return openT(t, "memory:").Journal() })
+}
+
+func TestUAICP_5_4_Journal_PostgreSQL(t *testing.T) {
+	postgresURL(t) // skip early when unset
+	journaltest.RunDurable(t, func(t *testing.T) (govern.Journal, journaltest.Opener) {
+		return durableJournal(postgresURL(t))(t)
+	})
+}
+
+// TestJournalSharedDatabase: journals of several Stores on one database —
+// several processes, several replicas — appending at once keep one
+// chain, and a unique key taken through one is taken for all.
+func TestJournalSharedDatabase(t *testing.T) {
+	for name, newURL := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			u := newURL(t)
+			const replicas, writers, appends = 3, 4, 15
+			js := make([]govern.Journal, replicas)
+			for i := range js {
+				js[i] = openT(t, u).Journal()
+			}
+			var wg sync.WaitGroup
+			for r := range replicas {
+				for w := range writers {
+					wg.Go(func() {
+						for i := range appends {
+							recs := []*govern.Record{
+								journaltest.Record(govern.KindTransition, fmt.Sprintf("r%d-w%d", r, w), fmt.Sprintf(`{"i":%d}`, i)),
+								journaltest.Record(govern.KindTransition, fmt.Sprintf("r%d-w%d", r, w), fmt.Sprintf(`{"i":%d,"second":true}`, i)),
+							}
+							if err := js[r].Append(context.Background(), i%2 == 0, recs...); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			for r, j := range js {
+				n, err := govern.VerifyChain(t.Context(), j)
+				if err != nil || n != 2*replicas*writers*appends {
+					t.Fatalf("replica %d: VerifyChain = %d, %v; want %d records", r, n, err, 2*replicas*writers*appends)
+				}
+			}
+			// A unique key raced through every replica is taken once.
+			errs := make([]error, replicas)
+			for r := range replicas {
+				wg.Go(func() {
+					rec := journaltest.Record(govern.KindApprovalDecided, "x", `{}`)
+					rec.Unique = "approval:shared"
+					errs[r] = js[r].Append(context.Background(), true, rec)
+				})
+			}
+			wg.Wait()
+			wins := 0
+			for _, err := range errs {
+				if err == nil {
+					wins++
+				} else if !errors.Is(err, govern.ErrDuplicate) {
+					t.Error(err)
+				}
+			}
+			if wins != 1 {
+				t.Errorf("%d appends of one unique key through %d replicas succeeded, want 1", wins, replicas)
+			}
+		})
+	}
+}
+
+// TestJournalGroupCommit: an append failing with a duplicate key does not
+// fail the appends committed with it, and many concurrent appends share
+// transactions.
+func TestJournalGroupCommit(t *testing.T) {
+	j := openT(t, sqliteURL(t)).Journal()
+	taken := journaltest.Record(govern.KindApprovalDecided, "x", `{}`)
+	taken.Unique = "k"
+	if err := j.Append(t.Context(), true, taken); err != nil {
+		t.Fatal(err)
+	}
+	const n = 64
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := journaltest.Record(govern.KindTransition, "x", fmt.Sprintf(`{"i":%d}`, i))
+			if i%8 == 0 {
+				r.Unique = "k"
+			}
+			errs[i] = j.Append(context.Background(), false, r)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i%8 == 0 && !errors.Is(err, govern.ErrDuplicate) {
+			t.Errorf("append %d reused key k: %v, want ErrDuplicate", i, err)
+		}
+		if i%8 != 0 && err != nil {
+			t.Errorf("append %d: %v", i, err)
+		}
+	}
+	if c, err := govern.VerifyChain(t.Context(), j); err != nil || c != 1+n-n/8 {
+		t.Errorf("VerifyChain = %d, %v; want %d", c, err, 1+n-n/8)
+	}
+}
+
+func TestJournalTamperDetected(t *testing.T) {
+	s := openT(t, sqliteURL(t))
+	j := s.Journal()
+	for i := range 5 {
+		if err := j.Append(t.Context(), true, journaltest.Record(govern.KindTransition, "r", fmt.Sprintf(`{"i":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.db.ExecContext(t.Context(), `UPDATE governance_journal SET record = replace(record, '"outcome":"pending"', '"outcome":"success"') WHERE seq = 3`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := govern.VerifyChain(t.Context(), j)
+	var ce *govern.ChainError
+	if !errors.As(err, &ce) || ce.Seq != 3 {
+		t.Errorf("VerifyChain after editing record 3 = %v", err)
+	}
+	if _, err := s.db.ExecContext(t.Context(), `UPDATE governance_journal SET record = 'garbage' WHERE seq = 2`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = govern.VerifyChain(t.Context(), j)
+	if !errors.As(err, &ce) || ce.Seq != 2 {
+		t.Errorf("VerifyChain after breaking record 2 = %v", err)
+	}
+}
+
+var _ audit.Cursor = (*AuditCursor)(nil)
+
+func TestAuditCursor(t *testing.T) {
+	for name, newURL := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			u := newURL(t)
+			c := openT(t, u).AuditCursor("siem")
+			if seq, err := c.Load(t.Context()); seq != 0 || err != nil {
+				t.Fatalf("new cursor: %d, %v", seq, err)
+			}
+			for _, seq := range []uint64{5, 900, 1 << 40} {
+				if err := c.Store(t.Context(), seq); err != nil {
+					t.Fatal(err)
+				}
+			}
+			other := openT(t, u)
+			if seq, err := other.AuditCursor("siem").Load(t.Context()); seq != 1<<40 || err != nil {
+				t.Errorf("cursor through another store: %d, %v", seq, err)
+			}
+			if seq, err := other.AuditCursor("other").Load(t.Context()); seq != 0 || err != nil {
+				t.Errorf("another cursor: %d, %v", seq, err)
+			}
+		})
+	}
+}
