@@ -19,7 +19,7 @@ import (
 
 // JSONLSink appends records to a file, one per line, in the file
 // journal's line format (journal.AppendRecord): an export from the first
-// record is itself a journal file that `agentry audit verify --journal`
+// record is itself a journal file that `agentry audit verify --file`
 // checks. Each Export is one write(2) and one fsync. Records it already
 // holds (Seq not above its last line's) are dropped, so that repeated
 // batches after a restart are written once; bytes after its last

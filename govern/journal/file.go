@@ -11,7 +11,7 @@
 // Each record is one line: the encoding/json form of its govern.Record
 // (AppendRecord, DecodeRecord), ended by '\n'. The file holds nothing
 // else, so that it can be read with any line-oriented tool, and
-// `agentry audit verify --journal FILE` checks its chain.
+// `agentry audit verify --file FILE` checks its chain.
 //
 // # Crash safety
 //

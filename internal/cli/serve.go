@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/govern/audit"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/server"
 	"github.com/agentry-dev/agentry/store/memstore"
@@ -32,18 +35,34 @@ type serveFlags struct {
 	maxFlight  int
 	logLevel   string
 	logFormat  string
+	approvers  string
+	policy     string
+	node       string
+	agentModel string
+	auditLog   string
 }
 
 func serveCmd(e *env) *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the protocols: UAIP workflows on --addr",
+		Short: "Serve the protocols: UAIP workflows and governed agent runs on --addr",
 		Long: `Serve agentry's protocols on one HTTP server.
 
 UAIP-0.1 (stage-enforced workflows): POST /initialize, POST /execute,
 GET /api/workflows[/{name}], GET|DELETE /api/sessions/{id}. Without
 --workflows the built-in example workflow "store" is served.
+
+UAICP-0.3 (governed agent runs): POST /v1/runs starts a run of the
+built-in "support" agent ({"agent":"support","input":"refund o-1001",
+"wait":true}), GET /v1/runs/{id} reports it. Every tool call is gated by
+its risk tier; a refund (write_high_risk) pauses the run until a human
+approves it: GET /v1/approvals, POST /v1/approvals/{id}, or
+"agentry approve ID --as NAME" with a key made by "agentry keys create".
+Approver keys are trusted from --approvers (default: the keyring of
+"agentry keys" under --data). The audit journal lives in the store; runs
+a crash left open are rolled back and closed at startup, paused runs
+resume once decided.
 
 Operations: GET /healthz, GET /metrics (Prometheus text format). SIGINT or
 SIGTERM shut down gracefully, finishing in-flight requests.
@@ -74,6 +93,11 @@ a flag on the command line wins.`,
 	fl.IntVar(&f.maxFlight, "max-in-flight", 4096, "concurrent requests beyond which the server answers 503")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug (includes access logs), info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.StringVar(&f.approvers, "approvers", "", "keyring of trusted approver keys (default: <data>/keys/approvers.json when it exists)")
+	fl.StringVar(&f.policy, "policy", "", "YAML rule policy for governed tool calls (default: allow; tiers still apply)")
+	fl.StringVar(&f.node, "node", "", "this replica's stable name in the audit journal (replicas sharing a PostgreSQL store need distinct names)")
+	fl.StringVar(&f.auditLog, "audit-log", "", "also export every audit journal record to this JSONL file (asynchronously; resumes where it stopped)")
+	fl.StringVar(&f.agentModel, "agent-model", "", "provider:model for the built-in support agent (default: its offline model)")
 	return cmd
 }
 
@@ -109,22 +133,35 @@ func newLogger(e *env, level, format string) (*slog.Logger, error) {
 	return nil, usageError("--log-format %q: want text or json", format)
 }
 
-// openSessions opens the session store named by url.
-func openSessions(ctx context.Context, url, dataDir string) (workflow.SessionStore, func() error, error) {
+// stores are the persistence views agentry serve uses, from one store.
+type stores struct {
+	sessions workflow.SessionStore
+	journal  govern.Journal
+	results  agent.CheckpointStore
+	// cursor returns a persisted audit export position; nil when the
+	// store keeps none (memory:).
+	cursor func(name string) audit.Cursor
+	close  func() error
+}
+
+// openStores opens the store named by url (default: SQLite in dataDir).
+func openStores(ctx context.Context, url, dataDir string) (*stores, error) {
 	if url == "" {
 		if err := os.MkdirAll(dataDir, 0o700); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		url = "sqlite://" + filepath.Join(dataDir, "agentry.db")
 	}
 	if url == "memory:" {
-		return memstore.New().Sessions(), func() error { return nil }, nil
+		m := memstore.New()
+		return &stores{sessions: m.Sessions(), journal: m.Journal(), results: m.Checkpoints(), close: func() error { return nil }}, nil
 	}
 	st, err := sqlstore.Open(ctx, url)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return st.Sessions(), st.Close, nil
+	return &stores{sessions: st.Sessions(), journal: st.Journal(), results: st.Checkpoints(), close: st.Close,
+		cursor: func(name string) audit.Cursor { return st.AuditCursor(name) }}, nil
 }
 
 func loadWorkflows(paths []string) ([]*workflow.Workflow, error) {
@@ -163,11 +200,12 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 	if err != nil {
 		return fmt.Errorf("workflows: %w", err)
 	}
-	sessions, closeStore, err := openSessions(ctx, f.store, f.data)
+	st, err := openStores(ctx, f.store, f.data)
 	if err != nil {
-		return fmt.Errorf("session store: %w", err)
+		return fmt.Errorf("store: %w", err)
 	}
-	defer closeStore()
+	defer st.close()
+	sessions := st.sessions
 	eo := &workflow.EngineOptions{SessionTTL: f.sessionTTL, Logger: logger}
 	if f.store == "" || strings.HasPrefix(f.store, "sqlite:") {
 		// A SQLite file has one server process: cache sessions between
@@ -188,6 +226,19 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 	for _, p := range []string{"/initialize", "/execute", "/api/workflows", "/api/workflows/", "/api/sessions/", "/"} {
 		srv.Handle(p, uaip)
 	}
+	gov, err := startGovernance(ctx, e, f, st, logger)
+	if err != nil {
+		return err
+	}
+	if f.auditLog != "" {
+		stop := exportAudit(ctx, st, f.auditLog, logger)
+		defer stop() // after the runs below finished: their records go out too
+	}
+	defer gov.runs.Wait()
+	srv.Handle("/v1/approvals", gov.approvals)
+	srv.Handle("/v1/approvals/", gov.approvals)
+	srv.Handle("/v1/runs", gov.runsHTTP)
+	srv.Handle("/v1/runs/", gov.runsHTTP)
 	srv.AddHealthCheck("sessions", func(ctx context.Context) error {
 		_, err := sessions.Get(ctx, "healthcheck-probe")
 		if errors.Is(err, workflow.ErrSessionNotFound) {
@@ -204,6 +255,35 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 	logger.Info("agentry serving", "addr", ln.Addr().String(), "uaip_workflows", strings.Join(names, ","), "store", storeName(f))
 	fmt.Fprintf(e.stderr, "agentry: listening on http://%s (workflows: %s)\n", ln.Addr(), strings.Join(names, ", "))
 	return srv.Serve(ctx, ln)
+}
+
+// exportAudit exports the journal to the JSONL file at path until the
+// returned stop is called, which exports what is left first. The export
+// position is kept in the store, so a restart neither repeats nor skips
+// records (audit.Exporter: at least once across a crash).
+func exportAudit(ctx context.Context, st *stores, path string, logger *slog.Logger) (stop func()) {
+	opts := &audit.Options{Logger: logger}
+	if st.cursor != nil {
+		opts.Cursor = st.cursor("jsonl:" + path)
+	}
+	sink := audit.JSONLFile(path)
+	x := audit.NewExporter(st.journal, sink, opts)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		x.Run(runCtx)
+	}()
+	return func() {
+		cancel()
+		<-done
+		final, cancelFinal := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancelFinal()
+		if _, err := x.ExportPending(final); err != nil {
+			logger.Warn("audit export: records left for the next start", "error", err)
+		}
+		sink.Close()
+	}
 }
 
 func storeName(f *serveFlags) string {

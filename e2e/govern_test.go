@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runView is what GET /v1/runs/{id} answers, the part the tests read.
+type runView struct {
+	RequestID        string   `json:"request_id"`
+	Status           string   `json:"status"`
+	Output           string   `json:"output"`
+	PendingApprovals []string `json:"pending_approvals"`
+	Envelope         struct {
+		State   string `json:"state"`
+		Outcome string `json:"outcome"`
+	} `json:"envelope"`
+}
+
+func postJSON(t *testing.T, url, body string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func getRun(t *testing.T, base, id string) runView {
+	t.Helper()
+	resp, err := http.Get(base + "/v1/runs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/runs/%s: %d %s", id, resp.StatusCode, b)
+	}
+	return decodeJSON[runView](t, "run", string(b))
+}
+
+// TestUAICP_5_3_ApprovalSurvivesKill is the governance walkthrough of the
+// README against the real binary: a refund (write_high_risk) pauses the
+// run durably; the server is killed with SIGKILL while the run waits;
+// after a restart a human approves with `agentry approve`, the run
+// resumes and delivers, the refund ran exactly once (intent journaled
+// before it), the journal's chain verifies with `agentry audit verify`,
+// and the JSONL audit export holds every record.
+func TestUAICP_5_3_ApprovalSurvivesKill(t *testing.T) {
+	data := t.TempDir()
+	keys := filepath.Join(data, "keys")
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	if code, _, errs := runCLI(t, "keys", "create", "alice", "--dir", keys); code != 0 {
+		t.Fatalf("keys create: exit %d: %s", code, errs)
+	}
+	args := []string{"--data", data, "--audit-log", auditLog}
+
+	srv := startServer(t, args...)
+	code, body := postJSON(t, srv.URL+"/v1/runs", `{"agent":"support","input":"please refund order o-1001","wait":true}`)
+	if code != http.StatusOK && code != http.StatusAccepted {
+		t.Fatalf("POST /v1/runs: %d %s", code, body)
+	}
+	run := decodeJSON[runView](t, "run", string(body))
+	if run.Status != "paused" || len(run.PendingApprovals) != 1 || run.Envelope.Outcome != "pending" {
+		t.Fatalf("run before approval: %s", body)
+	}
+	approval := run.PendingApprovals[0]
+
+	code, out, errs := runCLI(t, "approvals", "--server", srv.URL)
+	if code != 0 || !strings.Contains(out, approval) || !strings.Contains(out, "refund_order") {
+		t.Fatalf("agentry approvals: exit %d\n%s%s", code, out, errs)
+	}
+
+	srv.kill(t) // the run is paused: nothing of it may be lost
+	srv = startServer(t, args...)
+	if got := getRun(t, srv.URL, run.RequestID); got.Status != "paused" {
+		t.Fatalf("after the restart the run is %q, want paused", got.Status)
+	}
+	// A key the server does not trust is refused, and decides nothing.
+	untrusted := filepath.Join(t.TempDir(), "keys")
+	if code, _, errs := runCLI(t, "keys", "create", "mallory", "--dir", untrusted); code != 0 {
+		t.Fatalf("keys create: exit %d: %s", code, errs)
+	}
+	code, out, errs = runCLI(t, "approve", approval, "--key", filepath.Join(untrusted, "mallory.key.json"), "--server", srv.URL)
+	if code != 1 || !strings.Contains(out+errs, "APPROVAL_INVALID") {
+		t.Fatalf("approve with an untrusted key: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs = runCLI(t, "approve", approval, "--as", "alice", "--dir", keys, "--server", srv.URL); code != 0 {
+		t.Fatalf("agentry approve: exit %d\n%s%s", code, out, errs)
+	}
+
+	var got runView
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		got = getRun(t, srv.URL, run.RequestID)
+		if got.Status != "paused" && got.Status != "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not finish after the approval: %+v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got.Status != "delivered" || got.Envelope.State != "deliver" || got.Envelope.Outcome != "success" || !strings.Contains(got.Output, "o-1001") {
+		t.Fatalf("run after approval: %+v", got)
+	}
+	srv.stop(t) // a graceful stop flushes the audit export
+
+	code, out, errs = runCLI(t, "audit", "verify", "--data", data)
+	if code != 0 || !strings.HasPrefix(out, "ok: ") {
+		t.Fatalf("agentry audit verify: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = runCLI(t, "audit", "show", "--data", data, "--run", run.RequestID, "--format", "jsonl")
+	if code != 0 {
+		t.Fatalf("agentry audit show: exit %d: %s", code, errs)
+	}
+	var kinds []string
+	intents, commits := 0, 0
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r struct {
+			Seq  uint64 `json:"seq"`
+			Kind string `json:"kind"`
+			Tool string `json:"tool"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("audit show line %q: %v", sc.Text(), err)
+		}
+		kinds = append(kinds, r.Kind)
+		if r.Tool == "refund_order" {
+			switch r.Kind {
+			case "invocation_intent":
+				intents++
+				if commits != 0 {
+					t.Error("the refund's commit precedes its intent")
+				}
+			case "invocation_commit":
+				commits++
+			}
+		}
+	}
+	if intents != 1 || commits != 1 {
+		t.Errorf("refund intents %d, commits %d; want exactly one each\n%s", intents, commits, strings.Join(kinds, " "))
+	}
+	for _, want := range []string{"approval_requested", "run_paused", "approval_decided", "run_resumed"} {
+		if !strings.Contains(" "+strings.Join(kinds, " ")+" ", " "+want+" ") {
+			t.Errorf("the run's records lack %s: %v", want, kinds)
+		}
+	}
+	exported, err := os.ReadFile(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(exported), "\n"); n != len(kinds) {
+		t.Errorf("the JSONL audit export holds %d records, the journal %d", n, len(kinds))
+	}
+}
