@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentry-dev/agentry/govern/schema"
 )
 
 // runView is what GET /v1/runs/{id} answers, the part the tests read.
@@ -35,6 +37,22 @@ func postJSON(t *testing.T, url, body string) (int, []byte) {
 	return resp.StatusCode, b
 }
 
+// decodeRun decodes a run's JSON and checks its envelope, as sent,
+// against message-envelope.schema.json.
+func decodeRun(t *testing.T, body []byte) runView {
+	t.Helper()
+	var raw struct {
+		Envelope json.RawMessage `json:"envelope"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil || len(raw.Envelope) == 0 {
+		t.Fatalf("run without an envelope: %s", body)
+	}
+	if err := schema.ValidateEnvelope(raw.Envelope); err != nil {
+		t.Errorf("the run's envelope does not validate: %v\n%s", err, raw.Envelope)
+	}
+	return decodeJSON[runView](t, "run", string(body))
+}
+
 func getRun(t *testing.T, base, id string) runView {
 	t.Helper()
 	resp, err := http.Get(base + "/v1/runs/" + id)
@@ -46,7 +64,7 @@ func getRun(t *testing.T, base, id string) runView {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /v1/runs/%s: %d %s", id, resp.StatusCode, b)
 	}
-	return decodeJSON[runView](t, "run", string(b))
+	return decodeRun(t, b)
 }
 
 // TestUAICP_5_3_ApprovalSurvivesKill is the governance walkthrough of the
@@ -70,7 +88,7 @@ func TestUAICP_5_3_ApprovalSurvivesKill(t *testing.T) {
 	if code != http.StatusOK && code != http.StatusAccepted {
 		t.Fatalf("POST /v1/runs: %d %s", code, body)
 	}
-	run := decodeJSON[runView](t, "run", string(body))
+	run := decodeRun(t, body)
 	if run.Status != "paused" || len(run.PendingApprovals) != 1 || run.Envelope.Outcome != "pending" {
 		t.Fatalf("run before approval: %s", body)
 	}

@@ -72,6 +72,8 @@ func goldenObjects(t *testing.T) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
+	auditJournal := func(g *govern.Governor) { t.Cleanup(func() { checkAudit(t, g.Journal()) }) }
+	auditJournal(g)
 	r, err := g.Start(ctx, govern.RunOptions{RequestID: goldenRequestID, TraceID: goldenTraceID, Identity: goldenIdentity, TaskClass: "balance"})
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +140,7 @@ func goldenObjects(t *testing.T) map[string]any {
 	if err != nil {
 		t.Fatal(err)
 	}
+	auditJournal(g)
 	r, err = g.Start(ctx, govern.RunOptions{RequestID: goldenRequestID[:35] + "a", TraceID: goldenTraceID, ParentTraceID: "0af7651916cd43dd8448eb211c80319c", Identity: goldenIdentity})
 	if err != nil {
 		t.Fatal(err)

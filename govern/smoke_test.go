@@ -28,11 +28,13 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { checkAudit(t, g.Journal()) })
 	id := govern.Identity{AgentID: "agent:a", OwnerID: "org:x", ControlClass: govern.HumanSupervised}
 	r, err := g.Start(ctx, govern.RunOptions{Identity: id, TaskClass: "refund"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkWire(t, r.Envelope())
 	spec := govern.ToolSpec{Name: "refund", Tier: govern.WriteHighRisk, Rollback: func(ctx context.Context, c govern.Call) (*govern.RollbackAction, error) {
 		return &govern.RollbackAction{Type: "refund.cancel", Target: c.ID}, nil
 	}}
@@ -43,6 +45,7 @@ func TestSmoke(t *testing.T) {
 	if !errors.As(err, &ge) || !errors.Is(err, govern.ApprovalRequired) || ge.ApprovalID == "" {
 		t.Fatalf("err = %v", err)
 	}
+	checkWire(t, ge.Envelope)
 	if err := r.Pause(ctx, []byte(`{"s":1}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +65,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkWire(t, r2.Envelope())
 	if snap, err := r2.Resume(ctx); err != nil || string(snap) != `{"s":1}` {
 		t.Fatalf("resume: %s %v", snap, err)
 	}
@@ -69,15 +73,15 @@ func TestSmoke(t *testing.T) {
 	if err != nil || calls != 1 || inv.Envelope.Rollback == nil {
 		t.Fatalf("invoke: %v calls=%d", err, calls)
 	}
+	checkInvocation(t, inv)
 	v, err := r2.Verify(ctx, "done")
 	if err != nil || !v.Passed {
 		t.Fatalf("verify %+v %v", v, err)
 	}
+	checkVerdict(t, v)
 	env, err := r2.Fail(ctx, "test", govern.VerificationFailed)
 	if err != nil || env.Outcome != govern.Uncertain || len(rolled) != 1 || rolled[0] != "c1" {
 		t.Fatalf("fail: %+v %v %v", env, err, rolled)
 	}
-	if n, err := govern.VerifyChain(ctx, g.Journal()); err != nil {
-		t.Fatal(n, err)
-	}
+	checkWire(t, env)
 }

@@ -65,16 +65,13 @@ func TestGovernedAgentDrivesWorkflowAndRollsBackThroughCompensation(t *testing.T
 	ctx := context.Background()
 
 	j := govern.NewMemoryJournal()
-	g, err := govern.New(ctx, govern.Options{Journal: j, MaxRepairs: -1,
+	g := newGovernor(t, govern.Options{Journal: j, MaxRepairs: -1,
 		Rollbacks: map[string]govern.RollbackFunc{workflow.RollbackType: workflow.RollbackHandler(c)},
 		Verifiers: []govern.Verifier{govern.CheckVerifier("never", func(context.Context, govern.VerifyInput) []govern.Check {
 			return []govern.Check{{CheckID: "NEVER", Result: govern.CheckFail}}
 		})},
 		Classes: []govern.TaskClass{{Name: "refund", RequiredVerifiers: []string{"never"}}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := scripted.NewT(t,
 		call("lookup_order", map[string]any{"order_id": "o-7"}),
 		call(workflow.ToolTransition, map[string]any{"stage": "act"}),
@@ -93,6 +90,7 @@ func TestGovernedAgentDrivesWorkflowAndRollsBackThroughCompensation(t *testing.T
 	if !errors.As(err, &ge) || ge.Envelope == nil || ge.Envelope.Outcome != govern.Uncertain || !errors.Is(err, govern.VerificationFailed) {
 		t.Fatalf("want fail_safe, got %v", err)
 	}
+	checkWire(t, ge.Envelope)
 	// The refund ran once, and its compensation ran in stage "done" with
 	// the governed call's ID as idempotency key.
 	if want := []string{"refund o-7", "cancel o-7 key=refund-1"}; strings.Join(events, "|") != strings.Join(want, "|") {
@@ -124,10 +122,7 @@ func TestGovernedAgentRefusesHighRiskTaskWithoutRollback(t *testing.T) {
 	t.Cleanup(srv.Close)
 	c := workflow.NewClient(srv.URL, nil)
 	ctx := context.Background()
-	g, err := govern.New(ctx, govern.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newGovernor(t, govern.Options{})
 	m := scripted.New(
 		call(workflow.ToolTransition, map[string]any{"stage": "act"}),
 		call("close_account", map[string]any{}),
@@ -138,12 +133,17 @@ func TestGovernedAgentRefusesHighRiskTaskWithoutRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{})}}
-	_, err = workflow.RunAgent(ctx, ts, opts, llm.Text("Close the account."), nil)
+	res, err := workflow.RunAgent(ctx, ts, opts, llm.Text("Close the account."), nil)
 	// close_account is write_high_risk without a rollback on the server:
 	// refused before it could even wait for an approval; the model is told
 	// and answers, and nothing reached the service.
 	if err != nil {
 		t.Fatal(err)
+	}
+	if env, ok := govern.EnvelopeOf(res.State); ok {
+		checkWire(t, env)
+	} else {
+		t.Error("no envelope in the result state")
 	}
 	if len(events) != 0 {
 		t.Errorf("events = %q", events)

@@ -38,6 +38,7 @@ func newFixture(t *testing.T, opts approvalapi.Options) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &fixture{journal: &failingJournal{Journal: govern.NewMemoryJournal()}, logs: &syncBuffer{}}
+	auditJournal(t, f.journal)
 	var err error
 	if f.alice, err = approverkey.Generate("alice"); err != nil {
 		t.Fatal(err)
@@ -58,6 +59,7 @@ func newFixture(t *testing.T, opts approvalapi.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkWire(t, f.run.Envelope())
 	opts.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
 	f.srv = httptest.NewServer(approvalapi.NewHandler(f.g, opts))
 	t.Cleanup(f.srv.Close)
@@ -69,19 +71,23 @@ var refund = govern.ToolSpec{Name: "refund", Tier: govern.WriteHighRisk, Rollbac
 	return &govern.RollbackAction{Type: "refund.cancel", Target: c.ID}, nil
 }}
 
-// invoke calls the refund tool under the governor.
-func (f *fixture) invoke(callID string) (*govern.Invocation, error) {
-	return f.run.Invoke(context.Background(), refund, govern.Call{ID: callID, Args: map[string]any{"amount": 5, "order": callID}},
+// invoke calls the refund tool under the governor and checks on the wire
+// what the call returned.
+func (f *fixture) invoke(t *testing.T, callID string) (*govern.Invocation, error) {
+	t.Helper()
+	inv, err := f.run.Invoke(context.Background(), refund, govern.Call{ID: callID, Args: map[string]any{"amount": 5, "order": callID}},
 		func(context.Context) (any, error) {
 			f.calls.Add(1)
 			return map[string]any{"refunded": 5}, nil
 		})
+	checkInvoke(t, inv, err)
+	return inv, err
 }
 
 // request drives a real write_high_risk call to an approval request.
 func (f *fixture) request(t *testing.T, callID string) govern.ApprovalRequest {
 	t.Helper()
-	_, err := f.invoke(callID)
+	_, err := f.invoke(t, callID)
 	var ge *govern.Error
 	if !errors.As(err, &ge) || !errors.Is(err, govern.ApprovalRequired) {
 		t.Fatalf("Invoke(%s): %v, want ApprovalRequired", callID, err)
@@ -207,7 +213,7 @@ func TestUAICP_5_3_ListGetApprove(t *testing.T) {
 
 	// The approved call now runs, exactly once.
 	for range 2 {
-		if _, err := f.invoke("c1"); err != nil {
+		if _, err := f.invoke(t, "c1"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -227,7 +233,7 @@ func TestUAICP_5_3_Deny(t *testing.T) {
 	if dec.Status != govern.StatusDenied || dec.Decision.Approver != "bob" || dec.Decision.Approved || dec.Decision.Reason != "refunds are frozen" {
 		t.Errorf("Deny = %+v %+v", dec, dec.Decision)
 	}
-	if _, err := f.invoke("c1"); !errors.Is(err, govern.ApprovalDenied) {
+	if _, err := f.invoke(t, "c1"); !errors.Is(err, govern.ApprovalDenied) {
 		t.Errorf("Invoke after denial: %v, want ApprovalDenied", err)
 	}
 	if f.calls.Load() != 0 {

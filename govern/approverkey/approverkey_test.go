@@ -27,10 +27,12 @@ func pending(t *testing.T, kr *govern.Keyring) (*govern.Governor, govern.Approva
 	if err != nil {
 		t.Fatal(err)
 	}
+	auditJournal(t, g.Journal())
 	r, err := g.Start(ctx, govern.RunOptions{Identity: govern.Identity{AgentID: "agent:a", OwnerID: "org:x", ControlClass: govern.HumanSupervised}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkWire(t, r.Envelope())
 	spec := govern.ToolSpec{Name: "refund", Tier: govern.WriteHighRisk, Rollback: func(_ context.Context, c govern.Call) (*govern.RollbackAction, error) {
 		return &govern.RollbackAction{Type: "refund.cancel", Target: c.ID, Payload: map[string]any{"amount": 5}}, nil
 	}}
@@ -42,6 +44,7 @@ func pending(t *testing.T, kr *govern.Keyring) (*govern.Governor, govern.Approva
 	if !errors.As(err, &ge) || !errors.Is(err, govern.ApprovalRequired) {
 		t.Fatalf("Invoke: %v, want ApprovalRequired", err)
 	}
+	checkWire(t, ge.Envelope)
 	req, err := g.Approval(ctx, ge.ApprovalID)
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/approvalapi"
 	"github.com/agentry-dev/agentry/govern/approverkey"
+	"github.com/agentry-dev/agentry/govern/governtest"
 )
 
 // approvalServer is the approval API over a real governor that trusts
@@ -55,6 +56,7 @@ func newApprovalServer(t *testing.T, bearer string) *approvalServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	governtest.AuditJournal(t, s.g.Journal())
 	run, err := s.g.Start(ctx, govern.RunOptions{Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:acme", ControlClass: govern.HumanSupervised}})
 	if err != nil {
 		t.Fatal(err)

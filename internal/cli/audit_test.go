@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/govern/governtest"
 	"github.com/agentry-dev/agentry/govern/journal"
 )
 
@@ -55,6 +56,9 @@ func writeJournal(t *testing.T) (path string, requestIDs []string) {
 		} else if _, err := r.Fail(ctx, "gave up"); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := governtest.CheckJournal(ctx, j); err != nil {
+		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)

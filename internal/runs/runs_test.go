@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -68,6 +69,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{journal: govern.NewMemoryJournal(), results: memstore.New().Checkpoints(), keys: keys, priv: priv, ledger: builtin.NewLedger()}
+	auditJournal(t, f.journal) // registered first: runs after every service stopped
 	f.start(t)
 	return f
 }
@@ -78,10 +80,7 @@ func (f *fixture) post(t *testing.T, body string) (int, runs.Run) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var r runs.Run
-	json.NewDecoder(resp.Body).Decode(&r)
-	return resp.StatusCode, r
+	return resp.StatusCode, decodeRun(t, resp)
 }
 
 func (f *fixture) get(t *testing.T, id string) runs.Run {
@@ -90,9 +89,21 @@ func (f *fixture) get(t *testing.T, id string) runs.Run {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return decodeRun(t, resp)
+}
+
+// decodeRun reads a run from resp, checking its envelope on the wire. A
+// body that is not a run decodes to the zero Run.
+func decodeRun(t *testing.T, resp *http.Response) runs.Run {
+	t.Helper()
 	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRunWire(t, body)
 	var r runs.Run
-	json.NewDecoder(resp.Body).Decode(&r)
+	json.Unmarshal(body, &r)
 	return r
 }
 
