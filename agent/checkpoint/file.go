@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentry-dev/agentry/internal/durable"
 	"hash/maphash"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 
@@ -163,7 +163,7 @@ func (s *FileStore) ensureSessionDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := durable.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
@@ -209,24 +209,7 @@ func commit(dir, tmp, name string) error {
 	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		return err
 	}
-	return syncDir(dir)
-}
-
-// syncDir fsyncs a directory, making the renames and creations in it
-// durable.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil // directories cannot be fsynced there
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.SyncDir(dir)
 }
 
 // Load returns the session's latest state. A checkpoint file that does
@@ -318,7 +301,7 @@ func (s *FileStore) Delete(ctx context.Context, sessionID string) error {
 		}
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := durable.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if err := os.RemoveAll(tomb); err != nil {

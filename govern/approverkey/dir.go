@@ -3,6 +3,7 @@ package approverkey
 import (
 	"errors"
 	"fmt"
+	"github.com/agentry-dev/agentry/internal/durable"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -95,7 +96,10 @@ func (d Dir) Create(approver string) (*Key, error) {
 		os.Remove(path)
 		return nil, err
 	}
-	syncDir(string(d))
+	if err := durable.SyncDir(string(d)); err != nil {
+		os.Remove(path)
+		return nil, err
+	}
 	if err := d.trust(k, false); err != nil {
 		os.Remove(path)
 		return nil, err
@@ -127,7 +131,9 @@ func (d Dir) Replace(approver string) (*Key, error) {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return nil, err
 	}
-	syncDir(string(d))
+	if err := durable.SyncDir(string(d)); err != nil {
+		return nil, err
+	}
 	return k, nil
 }
 
@@ -205,8 +211,7 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	syncDir(dir)
-	return nil
+	return durable.SyncDir(dir)
 }
 
 // writeSync writes data to f, syncs and closes it.
@@ -219,12 +224,4 @@ func writeSync(f *os.File, data []byte) error {
 		err = cerr
 	}
 	return err
-}
-
-// syncDir makes a rename in dir durable, where the platform allows it.
-func syncDir(dir string) {
-	if f, err := os.Open(dir); err == nil {
-		_ = f.Sync()
-		f.Close()
-	}
 }

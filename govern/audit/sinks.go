@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentry-dev/agentry/internal/durable"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 
@@ -94,7 +94,7 @@ func (s *JSONLSink) open() error {
 		}
 	}
 	if err == nil && size == 0 {
-		err = syncDir(filepath.Dir(s.path))
+		err = durable.SyncDir(filepath.Dir(s.path))
 	}
 	if err != nil {
 		f.Close()
@@ -156,21 +156,6 @@ func (s *JSONLSink) Close() error {
 	}
 	err := s.f.Close()
 	s.f = nil
-	return err
-}
-
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
 	return err
 }
 
@@ -271,7 +256,7 @@ func (c fileCursor) Store(ctx context.Context, seq uint64) error {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("audit: cursor: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := durable.SyncDir(dir); err != nil {
 		return fmt.Errorf("audit: cursor: %w", err)
 	}
 	return nil

@@ -54,11 +54,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/agentry-dev/agentry/internal/durable"
 	"io"
 	"iter"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"time"
 
@@ -323,24 +323,7 @@ func (f *File) repair(created bool) error {
 	if err := f.w.Sync(); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(f.path))
-}
-
-// syncDir fsyncs a directory, making a file created or truncated in it
-// durable.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil // directories cannot be fsynced there
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return durable.SyncDir(filepath.Dir(f.path))
 }
 
 // Path returns the journal file's path.
