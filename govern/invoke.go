@@ -246,7 +246,8 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		}
 	}()
 
-	unique, err := r.gate(ctx, spec, call, args, &intent)
+	var grant grant
+	unique, err := r.gate(ctx, spec, call, args, &intent, &grant)
 	if err != nil {
 		return nil, err
 	}
@@ -255,15 +256,24 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	if write {
 		intentRec = r.record(KindIntent)
 		intentRec.Tool, intentRec.CallID, intentRec.Unique = spec.Name, call.ID, unique
-		if err := r.appendData(ctx, true, intentRec, intent); err != nil {
+		// A decision made by a token presented with the call is journaled
+		// with the intent: one fsync for both (see grant).
+		if err := r.appendData(ctx, true, intentRec, intent, grant.decision...); err != nil {
 			if errors.Is(err, ErrDuplicate) {
-				return nil, r.block(ctx, spec, call, intent, "approval token already used (replay)", ApprovalInvalid)
+				detail := "approval token already used (replay)"
+				if grant.decided != nil {
+					detail = "approval token already used, or request " + grant.decided.ID + " decided meanwhile"
+				}
+				return nil, r.block(ctx, spec, call, intent, detail, ApprovalInvalid)
 			}
 			return nil, err
 		}
 	}
 	r.mu.Lock()
 	reserved = false
+	if grant.decided != nil {
+		r.approvals[grant.decided.ID] = grant.decided
+	}
 	r.calls[call.ID] = &callState{tool: spec.Name, argsHash: argsHash, status: KindIntent, tier: tier}
 	if write {
 		r.wrote = true
@@ -339,7 +349,18 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 // gate decides whether the call may run, filling intent (policy,
 // rollback, approval). It returns the journal Unique key of the approval
 // token consumed, if any.
-func (r *Run) gate(ctx context.Context, spec ToolSpec, call Call, args map[string]any, intent *CallIntent) (string, error) {
+// grant is what gate found besides the journal key: the decision record a
+// token presented with the call makes on its pending approval request, to
+// be journaled in the same Append as the intent (both precede the tool and
+// nothing acts between them, so one fsync covers both: a high-risk call
+// costs two fsyncs, not three), and the request as decided, installed
+// once that Append succeeded.
+type grant struct {
+	decision []*Record
+	decided  *ApprovalRequest
+}
+
+func (r *Run) gate(ctx context.Context, spec ToolSpec, call Call, args map[string]any, intent *CallIntent, gr *grant) (string, error) {
 	tier := intent.Tier
 	if tier == ReadOnly {
 		return "", nil // §5.3: read_only is auto-allowed
@@ -378,7 +399,7 @@ func (r *Run) gate(ctx context.Context, spec ToolSpec, call Call, args map[strin
 	if tier != WriteHighRisk && d.Effect != Review {
 		return "", nil
 	}
-	return r.approve(ctx, spec, call, intent)
+	return r.approve(ctx, spec, call, intent, gr)
 }
 
 func (r *Run) decide(ctx context.Context, tool string, tier Tier, args map[string]any) (d Decision, err error) {
@@ -392,7 +413,7 @@ func (r *Run) decide(ctx context.Context, tool string, tier Tier, args map[strin
 
 // approve finds the approval for a call: a token presented with it, or a
 // decision on an approval request of the run; else it opens a request.
-func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *CallIntent) (string, error) {
+func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *CallIntent, gr *grant) (string, error) {
 	want := Binding{RequestID: r.requestID, TraceID: r.traceID, Tool: spec.Name, Tier: intent.Tier.String(),
 		ArgsHash: intent.ArgsHash, RollbackHash: intent.RollbackHash, Attempt: intent.Attempt}
 	reasons := []Reason{ApprovalRequired}
@@ -429,25 +450,19 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 			return "", r.block(ctx, spec, call, *intent, "approval request "+req.ID+" was denied", ApprovalDenied)
 		case StatusPending:
 			// The presented token answers the pending request: journal
-			// the decision as Decide does, so that the request stops
-			// counting as pending (Verify, Deliver, Governor.Approvals)
-			// and cannot be decided a second time.
+			// the decision as Decide does — with the intent, in one
+			// Append (grant) — so that the request stops counting as
+			// pending (Verify, Deliver, Governor.Approvals) and cannot be
+			// decided a second time (its Unique key).
 			d := ApprovalDecision{ApprovalID: req.ID, Approved: true, Approver: claims.Issuer, Token: call.Approval,
 				TokenID: claims.ID, DecidedAt: Time{ids.Now()}}
 			rec, err := r.g.decisionRecord(cloneApproval(req), d, decisionKey(req.ID))
-			if err == nil {
-				err = r.g.j.Append(context.WithoutCancel(ctx), true, rec)
-			}
-			if errors.Is(err, ErrDuplicate) {
-				return "", r.block(ctx, spec, call, *intent, "approval request "+req.ID+" was decided meanwhile", ApprovalInvalid)
-			} else if err != nil {
-				return "", &Error{Reasons: []Reason{InternalError}, Detail: "journal append failed: " + err.Error(), Err: err}
+			if err != nil {
+				return "", &Error{Reasons: []Reason{InternalError}, Detail: "journal record: " + err.Error(), Err: err}
 			}
 			decided := cloneApproval(req)
 			decided.Status, decided.Decision = StatusApproved, &d
-			r.mu.Lock()
-			r.approvals[req.ID] = &decided
-			r.mu.Unlock()
+			gr.decision, gr.decided = []*Record{rec}, &decided
 		}
 		return use(claims, req.ID)
 	}

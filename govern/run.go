@@ -151,10 +151,11 @@ func (r *Run) record(kind RecordKind) *Record {
 		Node: r.g.opts.Node, Actor: a, Timestamp: Time{ids.Now()}, Outcome: Pending}
 }
 
-// appendData journals rec with data as its Data. Appends are never
-// cancelled half-way by the caller's context: what is being recorded has
-// happened (or is about to).
-func (r *Run) appendData(ctx context.Context, sync bool, rec *Record, data any) error {
+// appendData journals rec with data as its Data, after the records
+// before (already complete), in one Append. Appends are never cancelled
+// half-way by the caller's context: what is being recorded has happened
+// (or is about to).
+func (r *Run) appendData(ctx context.Context, sync bool, rec *Record, data any, before ...*Record) error {
 	if data != nil {
 		b, err := json.Marshal(data)
 		if err != nil {
@@ -162,7 +163,7 @@ func (r *Run) appendData(ctx context.Context, sync bool, rec *Record, data any) 
 		}
 		rec.Data = b
 	}
-	if err := r.g.j.Append(context.WithoutCancel(ctx), sync, rec); err != nil {
+	if err := r.g.j.Append(context.WithoutCancel(ctx), sync, append(before, rec)...); err != nil {
 		if errors.Is(err, ErrDuplicate) {
 			return err
 		}
