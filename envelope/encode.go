@@ -1,0 +1,195 @@
+package envelope
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// The encoder of the wire types. It writes the fixed members directly
+// (the envelope is encoded twice per signature, once to sign and once to
+// verify, so reflection would cost more than the hashing) and the open
+// members (Ext, Extra) with encoding/json. The output is plain JSON, not
+// the canonical form: Canonical passes it through RFC 8785 (jcs).
+
+// appendJSON appends the envelope's JSON to b; sig is written only when
+// withSig.
+func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
+	b = append(b, `{"id":`...)
+	b = appendString(b, e.ID)
+	b = append(b, `,"ts":`...)
+	b = appendString(b, e.TS)
+	b = append(b, `,"from":`...)
+	b = appendString(b, e.From)
+	b = append(b, `,"to":`...)
+	if e.To == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, to := range e.To {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, to)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"intent":`...)
+	b = appendString(b, string(e.Intent))
+	if e.ReplyTo != "" {
+		b = append(b, `,"reply_to":`...)
+		b = appendString(b, e.ReplyTo)
+	}
+	if e.Context != nil {
+		b = append(b, `,"context":[`...)
+		for i, r := range e.Context {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = r.appendJSON(b); err != nil {
+				return nil, err
+			}
+		}
+		b = append(b, ']')
+	}
+	if e.StreamID != "" {
+		b = append(b, `,"stream_id":`...)
+		b = appendString(b, e.StreamID)
+	}
+	if e.DeltaWindow != 0 {
+		if e.DeltaWindow > maxSafeInteger || e.DeltaWindow < 0 {
+			return nil, fmt.Errorf("envelope: delta_window %d is out of range", e.DeltaWindow)
+		}
+		b = append(b, `,"delta_window":`...)
+		b = strconv.AppendInt(b, int64(e.DeltaWindow), 10)
+	}
+	b = append(b, `,"body":`...)
+	b, err := e.Body.appendJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	if e.CapToken != "" {
+		b = append(b, `,"cap_token":`...)
+		b = appendString(b, e.CapToken)
+	}
+	if withSig && e.Sig != "" {
+		b = append(b, `,"sig":`...)
+		b = appendString(b, e.Sig)
+	}
+	if e.Ext != nil {
+		b = append(b, `,"ext":`...)
+		x, err := marshalOpen(e.Ext)
+		if err != nil {
+			return nil, fmt.Errorf("envelope: ext: %w", err)
+		}
+		b = append(b, x...)
+	}
+	return append(b, '}'), nil
+}
+
+func (r *ContextRef) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"id":`...)
+	b = appendString(b, r.ID)
+	b = append(b, `,"hash":`...)
+	b = appendString(b, r.Hash)
+	return appendExtra(b, r.Extra, "id", "hash")
+}
+
+func (body *Body) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"type":`...)
+	b = appendString(b, body.Type)
+	b = append(b, `,"content":`...)
+	b = appendString(b, body.Content)
+	if body.Encoding != "" {
+		b = append(b, `,"encoding":`...)
+		b = appendString(b, body.Encoding)
+	}
+	if body.Compression != "" {
+		b = append(b, `,"compression":`...)
+		b = appendString(b, body.Compression)
+	}
+	return appendExtra(b, body.Extra, "type", "content", "encoding", "compression")
+}
+
+// appendExtra appends the members of extra (sorted) and the closing
+// brace; an extra named like a known member is an error (it would be
+// written twice).
+func appendExtra(b []byte, extra map[string]any, known ...string) ([]byte, error) {
+	if len(extra) > 0 {
+		for k := range extra {
+			if slices.Contains(known, k) {
+				return nil, fmt.Errorf("envelope: Extra member %q is a known member", k)
+			}
+		}
+		x, err := marshalOpen(extra)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, ',')
+		b = append(b, x[1:len(x)-1]...)
+	}
+	return append(b, '}'), nil
+}
+
+// appendString appends s as a JSON string, as encoding/json writes it
+// but without HTML escaping: ", \ and control characters escaped, invalid
+// UTF-8 replaced by U+FFFD.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				const hex = "0123456789abcdef"
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// marshalOpen encodes the members of an open object (Ext, Extra) with
+// encoding/json and refuses what Decode would refuse in them: a number
+// beyond ±2^53 (RFC 8785 would round it), a duplicate member or lone
+// surrogate a custom MarshalJSON wrote, nesting deeper than MaxDepth.
+func marshalOpen(m map[string]any) ([]byte, error) {
+	x, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	if err := scanStrict(x); err != nil {
+		return nil, err
+	}
+	return x, nil
+}

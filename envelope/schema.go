@@ -1,0 +1,182 @@
+package envelope
+
+import (
+	"bytes"
+	"cmp"
+	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// The schemas of Appendix A, embedded (schemas/SOURCES.txt): envelope and
+// delta verbatim, the manifest with its one JSON syntax error corrected.
+var (
+	//go:embed schemas/envelope-1.0.json
+	envelopeSchemaJSON []byte
+	//go:embed schemas/delta-1.0.json
+	deltaSchemaJSON []byte
+	//go:embed schemas/manifest-1.0.json
+	manifestSchemaJSON []byte
+)
+
+// The file names of the schemas, as ValidationError.Schema names them.
+const (
+	EnvelopeSchema = "envelope-1.0.json"
+	DeltaSchema    = "delta-1.0.json"
+	ManifestSchema = "manifest-1.0.json"
+)
+
+type compiledSchemas struct {
+	envelope, delta, manifest *jsonschema.Schema
+}
+
+// noLoader refuses every reference the embedded documents do not
+// satisfy: validation never reads files or the network (the uamp.dev
+// $id URLs serve nothing).
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("schema %s is not embedded and is not fetched", url)
+}
+
+// uuidFormat is the "uuid" format widened to the urn:uuid: form (DESIGN
+// §5: ids are accepted bare or as URNs).
+var uuidFormat = &jsonschema.Format{Name: "uuid", Validate: func(v any) error {
+	s, ok := v.(string)
+	if !ok {
+		return nil
+	}
+	if _, ok := ParseID(s); !ok {
+		return errors.New("not a UUID (8-4-4-4-12 hex digits, optionally prefixed by urn:uuid:)")
+	}
+	return nil
+}}
+
+var schemas = sync.OnceValue(func() compiledSchemas {
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	c.RegisterFormat(uuidFormat)
+	c.UseLoader(noLoader{})
+	compile := func(file string, doc []byte) *jsonschema.Schema {
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+		if err != nil {
+			panic("envelope: embedded schema " + file + ": " + err.Error())
+		}
+		id, _ := v.(map[string]any)["$id"].(string)
+		if err := c.AddResource(id, v); err != nil {
+			panic("envelope: embedded schema " + file + ": " + err.Error())
+		}
+		return c.MustCompile(id)
+	}
+	return compiledSchemas{
+		envelope: compile(EnvelopeSchema, envelopeSchemaJSON),
+		delta:    compile(DeltaSchema, deltaSchemaJSON),
+		manifest: compile(ManifestSchema, manifestSchemaJSON),
+	}
+})
+
+// ValidationError says why a document does not match its schema.
+type ValidationError struct {
+	// Schema is the schema's file name, such as EnvelopeSchema.
+	Schema string
+	// Failures lists the failing keywords, sorted by instance path.
+	Failures []Failure
+}
+
+// Failure is one failing schema keyword.
+type Failure struct {
+	// Path is the JSON Pointer of the failing value ("" for the
+	// document itself).
+	Path string
+	// Keyword is the JSON Pointer of the failing keyword in the schema.
+	Keyword string
+	// Message is the validator's explanation.
+	Message string
+}
+
+func (e *ValidationError) Error() string {
+	var b strings.Builder
+	b.WriteString("does not match " + e.Schema)
+	for i, f := range e.Failures {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		at := f.Path
+		if at == "" {
+			at = "(root)"
+		}
+		b.WriteString(at + ": " + f.Message)
+	}
+	return b.String()
+}
+
+// ValidateEnvelope validates the JSON text b against the envelope schema
+// (A.1) with formats asserted and ids accepted bare or as urn:uuid:. It
+// checks the schema only: Decode applies it and the stricter rules of
+// this package. A mismatch is a *ValidationError.
+func ValidateEnvelope(b []byte) error { return validateText(schemas().envelope, EnvelopeSchema, b) }
+
+// ValidateDelta validates b against the delta schema (A.2), like
+// ValidateEnvelope.
+func ValidateDelta(b []byte) error { return validateText(schemas().delta, DeltaSchema, b) }
+
+// ValidateManifest validates b against the corrected manifest schema
+// (A.3), like ValidateEnvelope.
+func ValidateManifest(b []byte) error { return validateText(schemas().manifest, ManifestSchema, b) }
+
+func validateText(sch *jsonschema.Schema, file string, b []byte) error {
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		return fmt.Errorf("%s: not a JSON document: %w", file, err)
+	}
+	return validateValue(sch, file, inst)
+}
+
+// validateValue validates a decoded document (maps, slices, json.Number,
+// strings, booleans and nil).
+func validateValue(sch *jsonschema.Schema, file string, inst any) error {
+	err := sch.Validate(inst)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return &ValidationError{Schema: file, Failures: failures(ve)}
+}
+
+// failures flattens the validator's error tree into its leaves.
+func failures(ve *jsonschema.ValidationError) []Failure {
+	var out []Failure
+	var walk func(u *jsonschema.OutputUnit)
+	walk = func(u *jsonschema.OutputUnit) {
+		for i := range u.Errors {
+			walk(&u.Errors[i])
+		}
+		if u.Error == nil {
+			return
+		}
+		if _, group := u.Error.Kind.(*kind.Schema); group {
+			return
+		}
+		out = append(out, Failure{Path: u.InstanceLocation, Keyword: u.KeywordLocation, Message: u.Error.String()})
+	}
+	walk(ve.DetailedOutput())
+	if len(out) == 0 {
+		out = append(out, Failure{Message: strings.TrimSpace(ve.Error())})
+	}
+	slices.SortFunc(out, func(a, b Failure) int {
+		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Keyword, b.Keyword), strings.Compare(a.Message, b.Message))
+	})
+	return slices.Compact(out)
+}
