@@ -21,6 +21,9 @@ var Version = "dev"
 type exitError struct {
 	code int
 	err  error
+	// quiet: the command already said what went wrong; Main prints
+	// nothing more.
+	quiet bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -62,17 +65,20 @@ Run a prompt on any provider (offline demo model by default):
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.AddCommand(versionCmd(e), llmCmd(e), runCmd(e), serveCmd(e), uaipCmd(e), conformanceCmd(e), keysCmd(e), approvalsCmd(e), approveCmd(e), auditCmd(e))
+	root.AddCommand(versionCmd(e), llmCmd(e), runCmd(e), serveCmd(e), uaipCmd(e), conformanceCmd(e), keysCmd(e), approvalsCmd(e), approveCmd(e), auditCmd(e), uampCmd(e))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(e.stderr, "agentry:", err)
 	var ee *exitError
 	if errors.As(err, &ee) {
+		if !ee.quiet {
+			fmt.Fprintln(e.stderr, "agentry:", err)
+		}
 		return ee.code
 	}
+	fmt.Fprintln(e.stderr, "agentry:", err)
 	if isCobraUsage(err) {
 		return 2
 	}
