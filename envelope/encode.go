@@ -61,7 +61,7 @@ func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
 	}
 	if e.DeltaWindow != 0 {
 		if e.DeltaWindow > maxSafeInteger || e.DeltaWindow < 0 {
-			return nil, fmt.Errorf("envelope: delta_window %d is out of range", e.DeltaWindow)
+			return nil, errDeltaWindow(e.DeltaWindow)
 		}
 		b = append(b, `,"delta_window":`...)
 		b = strconv.AppendInt(b, int64(e.DeltaWindow), 10)
@@ -88,6 +88,10 @@ func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
 		b = append(b, x...)
 	}
 	return append(b, '}'), nil
+}
+
+func errDeltaWindow(n int) error {
+	return fmt.Errorf("envelope: delta_window %d is out of range", n)
 }
 
 func (r *ContextRef) appendJSON(b []byte) ([]byte, error) {

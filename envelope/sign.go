@@ -23,6 +23,19 @@ const MaxSigSize = 1024
 // envelope Decode would refuse for its numbers (beyond ±2^53 in Ext or
 // an Extra), since its peer could not verify it.
 func (e *Envelope) Canonical() ([]byte, error) {
+	c, ok, err := e.canonicalDirect()
+	if err != nil {
+		return nil, NewError(CodeBadRequest, cut(err.Error()), err)
+	}
+	if ok {
+		return c, nil
+	}
+	return e.canonicalGeneral()
+}
+
+// canonicalGeneral is Canonical by the general path: the envelope's JSON
+// through jcs.Transform.
+func (e *Envelope) canonicalGeneral() ([]byte, error) {
 	b, err := e.appendJSON(make([]byte, 0, 1024), false)
 	if err != nil {
 		return nil, NewError(CodeBadRequest, cut(err.Error()), err)
