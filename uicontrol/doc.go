@@ -1,0 +1,36 @@
+// Package uicontrol implements UIAP Core 0.1 (specs/uiap-core-0.1.md),
+// the UI Control Protocol between a running application and an AI agent
+// that controls it: the common message envelope, session establishment
+// and lifecycle, version, profile and extension negotiation, errors, and
+// capability discovery.
+//
+// Both roles are here. An App is the controlled side and the session
+// owner: it answers session.initialize, publishes a CapabilityDocument
+// (SetCapabilities pushes capabilities.changed), and dispatches other
+// requests to handlers registered with Handle; Serve runs one
+// connection. An Agent is the controlling side: Connect negotiates a
+// session, GetCapabilities and Changes read and follow the app's
+// capabilities, Call sends requests.
+//
+// The package is strict by envelope and flexible by payload (§2): every
+// received message passes DecodeEnvelope's rules (required fields,
+// payload an object, correlationId on responses, IDs of 1..128
+// characters unique in the session, ext entries never overriding core
+// fields), then, after the handshake, the selected version and the
+// message's requires list; unknown optional fields are ignored. Errors
+// travel as *Error, one sentinel per §10 code for errors.Is.
+//
+// Sessions follow §7 (NEW, INITIALIZING, ACTIVE, INTERRUPTED,
+// TERMINATING, TERMINATED): before the handshake and while interrupted
+// only session messages are processed; every request is answered by one
+// response or error; nothing is processed after session.terminated.
+// Negotiated heartbeats ping an idle peer and terminate the session after
+// repeated missed pongs. When a transport is lost, the session waits,
+// INTERRUPTED, for a resume with its single-use resume token; the app
+// then replays the events the agent missed (by seq).
+//
+// Messages travel over a Transport; Pair connects an app and an agent in
+// one process. Package uicontrol/uiaptest is the conformance suite every
+// binding passes. Where the spec is silent, docs/spec-notes/uiap.md
+// records what this package does.
+package uicontrol

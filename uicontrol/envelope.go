@@ -1,0 +1,332 @@
+package uicontrol
+
+import (
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Version is the UIAP Core version this package implements.
+const Version = "0.1"
+
+// DefaultMaxMessageSize bounds the bytes of one message a peer reads
+// unless its options say otherwise (1 MiB).
+const DefaultMaxMessageSize = 1 << 20
+
+// maxIDLength bounds MessageId and SessionId (§3: 1..128 characters).
+const maxIDLength = 128
+
+// Kind is an envelope's kind (§5).
+type Kind string
+
+// The four message kinds of §5.
+const (
+	KindRequest  Kind = "request"
+	KindResponse Kind = "response"
+	KindEvent    Kind = "event"
+	KindError    Kind = "error"
+)
+
+// The message types of UIAP Core (§8, §9, §10).
+const (
+	TypeInitialize          = "session.initialize"
+	TypeInitialized         = "session.initialized"
+	TypeResume              = "session.resume"
+	TypeResumed             = "session.resumed"
+	TypeInterrupt           = "session.interrupt"
+	TypeInterrupted         = "session.interrupted"
+	TypePing                = "session.ping"
+	TypePong                = "session.pong"
+	TypeTerminate           = "session.terminate"
+	TypeTerminated          = "session.terminated"
+	TypeCapabilitiesGet     = "capabilities.get"
+	TypeCapabilitiesList    = "capabilities.list"
+	TypeCapabilitiesChanged = "capabilities.changed"
+	TypeError               = "error"
+)
+
+// EndpointRef names a sender or receiver (§4).
+type EndpointRef struct {
+	Role       string `json:"role"`
+	ID         string `json:"id"`
+	InstanceID string `json:"instanceId,omitempty"`
+}
+
+// Envelope is one UIAP message (§4). Payload is the payload object as
+// JSON text; Ext holds extension data by extension ID. Seq 0 means the
+// message carries no seq.
+type Envelope struct {
+	UIAP          string
+	Kind          Kind
+	Type          string
+	ID            string
+	SessionID     string
+	CorrelationID string
+	TS            time.Time
+	Source        EndpointRef
+	Target        *EndpointRef
+	Seq           int64
+	Requires      []string
+	Payload       json.RawMessage
+	Ext           map[string]json.RawMessage
+}
+
+// TimeFormat is the form of the ts field this package writes: ISO 8601
+// in UTC at millisecond precision, as in the spec's examples.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+type wireEnvelope struct {
+	UIAP          string                     `json:"uiap"`
+	Kind          Kind                       `json:"kind"`
+	Type          string                     `json:"type"`
+	ID            string                     `json:"id"`
+	SessionID     string                     `json:"sessionId,omitempty"`
+	CorrelationID string                     `json:"correlationId,omitempty"`
+	TS            string                     `json:"ts"`
+	Source        EndpointRef                `json:"source"`
+	Target        *EndpointRef               `json:"target,omitempty"`
+	Seq           int64                      `json:"seq,omitempty"`
+	Requires      []string                   `json:"requires,omitempty"`
+	Payload       json.RawMessage            `json:"payload"`
+	Ext           map[string]json.RawMessage `json:"ext,omitempty"`
+}
+
+// MarshalJSON writes the envelope with the spec's field names in the
+// spec's order, omitting absent optional fields; a nil Payload is written
+// as {} (§4.1 rule 2: never null).
+func (e *Envelope) MarshalJSON() ([]byte, error) {
+	p := e.Payload
+	if isNull(p) {
+		p = json.RawMessage("{}")
+	}
+	return json.Marshal(wireEnvelope{
+		UIAP: e.UIAP, Kind: e.Kind, Type: e.Type, ID: e.ID, SessionID: e.SessionID,
+		CorrelationID: e.CorrelationID, TS: e.TS.UTC().Format(TimeFormat), Source: e.Source,
+		Target: e.Target, Seq: e.Seq, Requires: e.Requires, Payload: p, Ext: e.Ext,
+	})
+}
+
+// envelopeFields are the members UIAP Core defines; an ext entry must not
+// be named like one (§4.1 rule 5, §12 rule 5).
+var envelopeFields = map[string]bool{
+	"uiap": true, "kind": true, "type": true, "id": true, "sessionId": true, "correlationId": true,
+	"ts": true, "source": true, "target": true, "seq": true, "requires": true, "payload": true, "ext": true,
+}
+
+var versionPattern = regexp.MustCompile(`^[0-9]{1,9}\.[0-9]{1,9}$`)
+
+// validVersion reports whether v has the form major.minor (§3).
+func validVersion(v string) bool { return versionPattern.MatchString(v) }
+
+// DecodeEnvelope decodes one message from untrusted bytes under the
+// envelope rules of §4.1 and returns it, or an *Error with code
+// invalid_message saying what is wrong. It refuses:
+//
+//   - more than DefaultMaxMessageSize bytes, invalid UTF-8, anything but
+//     exactly one JSON object;
+//   - a member name given twice in the envelope, source or target
+//     (names match exactly, case included);
+//   - a missing required field (uiap, kind, type, id, ts, source,
+//     payload) or one of the wrong type; a payload that is not an object;
+//   - uiap not of the form major.minor; kind not one of the four kinds;
+//     type "error" with another kind or kind "error" with another type;
+//   - an id, sessionId or correlationId not of 1..128 characters;
+//   - ts not an RFC 3339 date-time in UTC;
+//   - a response without correlationId;
+//   - source or target without a non-empty role and id;
+//   - seq not a non-negative integer; requires not an array of non-empty
+//     strings;
+//   - ext not an object, or an ext entry named like a core envelope field
+//     or inside a core namespace (session.*, capabilities.*, error).
+//
+// Unknown members are ignored; an optional member whose value is null
+// counts as absent. An error without correlationId is accepted: a peer
+// that could not read a message's id answers without one.
+func DecodeEnvelope(b []byte) (*Envelope, error) {
+	e, err := decodeEnvelope(b, DefaultMaxMessageSize)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// decodeEnvelope is DecodeEnvelope with a size limit. On failure it also
+// returns what it could read (ID, Kind, Type, each only if valid) so that
+// the error can be correlated.
+func decodeEnvelope(b []byte, maxSize int) (*Envelope, *Error) {
+	e := &Envelope{}
+	if len(b) > maxSize {
+		return e, newErrorf(CodeInvalidMessage, "message larger than %d bytes", maxSize)
+	}
+	if !utf8.Valid(b) {
+		return e, NewError(CodeInvalidMessage, "message is not valid UTF-8")
+	}
+	m, dup, err := parseObject(b)
+	if err != nil {
+		if err == errDuplicate {
+			return e, newErrorf(CodeInvalidMessage, "member %q given twice", dup).with("field", dup)
+		}
+		return e, NewError(CodeInvalidMessage, "message is not a JSON object")
+	}
+	f := &fields{m: m, path: "envelope"}
+	fail := func(name, problem string) *Error {
+		return newErrorf(CodeInvalidMessage, "%s %s", name, problem).with("field", name)
+	}
+	// What identifies the message comes first, so that an error about
+	// anything else can name it.
+	if id, ok := readString(m["id"]); ok && runeLen(id, maxIDLength) {
+		e.ID = id
+	}
+	if k, ok := readString(m["kind"]); ok && validKind(Kind(k)) {
+		e.Kind = Kind(k)
+	}
+	if t, ok := readString(m["type"]); ok && t != "" {
+		e.Type = t
+	}
+
+	for _, name := range []string{"uiap", "kind", "type", "id", "ts", "source", "payload"} {
+		if raw, present := m[name]; name == "payload" && present && isNull(raw) {
+			return e, fail(name, "must be a JSON object, not null")
+		}
+		if isNull(m[name]) {
+			return e, fail(name, "missing")
+		}
+	}
+	var ok bool
+	if e.UIAP, ok = readString(m["uiap"]); !ok || !validVersion(e.UIAP) {
+		return e, fail("uiap", "must be a version of the form major.minor")
+	}
+	if e.Kind == "" {
+		return e, fail("kind", `must be "request", "response", "event" or "error"`)
+	}
+	if e.Type == "" {
+		return e, fail("type", "must be a non-empty string")
+	}
+	if (e.Kind == KindError) != (e.Type == TypeError) {
+		return e, fail("type", `must be "error" exactly when kind is "error"`)
+	}
+	if e.ID == "" {
+		return e, fail("id", "must be a string of 1..128 characters")
+	}
+	ts, ok := readString(m["ts"])
+	if !ok {
+		return e, fail("ts", "must be a string")
+	}
+	if e.TS, ok = parseTimestamp(ts); !ok {
+		return e, fail("ts", "must be an ISO 8601 date-time in UTC")
+	}
+	src, perr := endpointRef(m["source"], "source")
+	if perr != nil {
+		return e, perr
+	}
+	e.Source = *src
+	if p := m["payload"]; p[0] != '{' {
+		return e, fail("payload", "must be a JSON object")
+	}
+	e.Payload = m["payload"]
+
+	if raw := m["sessionId"]; !isNull(raw) {
+		if e.SessionID, ok = readString(raw); !ok || !runeLen(e.SessionID, maxIDLength) {
+			return e, fail("sessionId", "must be a string of 1..128 characters")
+		}
+	}
+	if raw := m["correlationId"]; !isNull(raw) {
+		if e.CorrelationID, ok = readString(raw); !ok || !runeLen(e.CorrelationID, maxIDLength) {
+			return e, fail("correlationId", "must be a string of 1..128 characters")
+		}
+	} else if e.Kind == KindResponse {
+		return e, fail("correlationId", "missing (required for a response)")
+	}
+	if raw := m["target"]; !isNull(raw) {
+		if e.Target, perr = endpointRef(raw, "target"); perr != nil {
+			return e, perr
+		}
+	}
+	if raw := m["seq"]; !isNull(raw) {
+		n, err := strconv.ParseInt(string(raw), 10, 64)
+		if err != nil || n < 0 {
+			return e, fail("seq", "must be a non-negative integer")
+		}
+		e.Seq = n
+	}
+	if e.Requires = f.strs("requires", false); f.err != nil {
+		return e, fail("requires", "must be an array of non-empty strings")
+	}
+	if raw := m["ext"]; !isNull(raw) {
+		ext, dup, err := parseObject(raw)
+		if err != nil {
+			if err == errDuplicate {
+				return e, newErrorf(CodeInvalidMessage, "ext entry %q given twice", dup).with("field", "ext")
+			}
+			return e, fail("ext", "must be an object")
+		}
+		for id, v := range ext {
+			if !validExtensionKey(id) {
+				return e, newErrorf(CodeInvalidMessage, "ext entry %q is not an extension ID (core fields and namespaces cannot be overridden)", id).with("field", "ext")
+			}
+			if isNull(v) {
+				delete(ext, id)
+			}
+		}
+		if len(ext) > 0 {
+			e.Ext = ext
+		}
+	}
+	return e, nil
+}
+
+func validKind(k Kind) bool {
+	return k == KindRequest || k == KindResponse || k == KindEvent || k == KindError
+}
+
+// validExtensionKey reports whether id may name an ext entry: not empty,
+// not a core envelope field, not in a core namespace (§6).
+func validExtensionKey(id string) bool {
+	if id == "" || envelopeFields[id] || id == "error" || id == "session" || id == "capabilities" {
+		return false
+	}
+	return !strings.HasPrefix(id, "session.") && !strings.HasPrefix(id, "capabilities.") && !strings.HasPrefix(id, "error.")
+}
+
+// readString decodes raw if it is a JSON string.
+func readString(raw json.RawMessage) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// parseTimestamp accepts an RFC 3339 date-time whose offset is zero.
+func parseTimestamp(s string) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, false
+	}
+	if _, off := t.Zone(); off != 0 {
+		return time.Time{}, false
+	}
+	return t.UTC(), true
+}
+
+func endpointRef(raw json.RawMessage, name string) (*EndpointRef, *Error) {
+	m, dup, err := parseObject(raw)
+	if err != nil {
+		if err == errDuplicate {
+			return nil, newErrorf(CodeInvalidMessage, "%s: member %q given twice", name, dup).with("field", name)
+		}
+		return nil, newErrorf(CodeInvalidMessage, "%s must be an object", name).with("field", name)
+	}
+	f := &fields{m: m, path: name}
+	r := &EndpointRef{Role: f.str("role", true), ID: f.str("id", true), InstanceID: f.str("instanceId", false)}
+	if f.err != nil {
+		return nil, f.err
+	}
+	return r, nil
+}

@@ -1,0 +1,218 @@
+package uicontrol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"unicode/utf8"
+)
+
+// errDuplicate and errNotObject are the reasons parseObject refuses.
+var (
+	errDuplicate = errors.New("duplicate member")
+	errNotObject = errors.New("not a JSON object")
+)
+
+// parseObject splits one JSON object into its members, exactly as named
+// (case-sensitive), refusing a member name given twice and anything after
+// the object but whitespace. Values are returned unparsed but validated.
+func parseObject(b []byte) (map[string]json.RawMessage, string, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, "", errNotObject
+	}
+	m := map[string]json.RawMessage{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, "", errNotObject
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, "", errNotObject
+		}
+		if _, dup := m[key]; dup {
+			return nil, key, errDuplicate
+		}
+		m[key] = raw
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, "", errNotObject
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, "", errNotObject
+	}
+	return m, "", nil
+}
+
+// isNull reports whether raw is absent or the JSON literal null.
+func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
+
+// fields reads the members of a payload object by their exact names,
+// keeping the first problem as an invalid_message *Error whose message
+// names the member's path. A member whose value is null counts as absent
+// (§4.1 rule 7: senders omit optional fields rather than send null).
+type fields struct {
+	m    map[string]json.RawMessage
+	path string
+	err  *Error
+}
+
+// payloadFields parses raw (a JSON object) for reading under path.
+func payloadFields(raw json.RawMessage, path string) *fields {
+	f := &fields{path: path}
+	if isNull(raw) || raw[0] != '{' {
+		f.err = newErrorf(CodeInvalidMessage, "%s: must be an object", path).with("field", path)
+		return f
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		f.err = newErrorf(CodeInvalidMessage, "%s: must be an object", path).with("field", path)
+		return f
+	}
+	f.m = m
+	return f
+}
+
+func (f *fields) fail(name, problem string) {
+	if f.err == nil {
+		p := f.path + "." + name
+		f.err = newErrorf(CodeInvalidMessage, "%s: %s", p, problem).with("field", p)
+	}
+}
+
+// get returns a member's raw value; a missing required member is an error.
+func (f *fields) get(name string, required bool) (json.RawMessage, bool) {
+	if f.err != nil {
+		return nil, false
+	}
+	raw := f.m[name]
+	if isNull(raw) {
+		if required {
+			f.fail(name, "missing")
+		}
+		return nil, false
+	}
+	return raw, true
+}
+
+func (f *fields) str(name string, required bool) string {
+	raw, ok := f.get(name, required)
+	if !ok {
+		return ""
+	}
+	var s string
+	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		f.fail(name, "must be a string")
+		return ""
+	}
+	if required && s == "" {
+		f.fail(name, "must not be empty")
+	}
+	return s
+}
+
+// strs reads an array of non-empty strings.
+func (f *fields) strs(name string, required bool) []string {
+	raw, ok := f.get(name, required)
+	if !ok {
+		return nil
+	}
+	var v []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &v) != nil {
+		f.fail(name, "must be an array of strings")
+		return nil
+	}
+	out := make([]string, 0, len(v))
+	for _, r := range v {
+		var s string
+		if len(r) == 0 || r[0] != '"' || json.Unmarshal(r, &s) != nil || s == "" {
+			f.fail(name, "must be an array of non-empty strings")
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func (f *fields) boolean(name string) bool {
+	raw, ok := f.get(name, false)
+	if !ok {
+		return false
+	}
+	switch string(raw) {
+	case "true":
+		return true
+	case "false":
+		return false
+	}
+	f.fail(name, "must be a boolean")
+	return false
+}
+
+// integer reads a non-negative integer written without fraction or
+// exponent.
+func (f *fields) integer(name string) int64 {
+	raw, ok := f.get(name, false)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || n < 0 {
+		f.fail(name, "must be a non-negative integer")
+		return 0
+	}
+	return n
+}
+
+// object reads a JSON object member as a generic map.
+func (f *fields) object(name string) map[string]any {
+	raw, ok := f.get(name, false)
+	if !ok {
+		return nil
+	}
+	var m map[string]any
+	if raw[0] != '{' || json.Unmarshal(raw, &m) != nil {
+		f.fail(name, "must be an object")
+		return nil
+	}
+	return m
+}
+
+// sub returns the fields of an object member, or nil when it is absent.
+func (f *fields) sub(name string, required bool) *fields {
+	raw, ok := f.get(name, required)
+	if !ok {
+		return nil
+	}
+	s := payloadFields(raw, f.path+"."+name)
+	if s.err != nil {
+		f.err = s.err
+		return nil
+	}
+	return s
+}
+
+// array returns the elements of an array member.
+func (f *fields) array(name string, required bool) []json.RawMessage {
+	raw, ok := f.get(name, required)
+	if !ok {
+		return nil
+	}
+	var v []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &v) != nil {
+		f.fail(name, "must be an array")
+		return nil
+	}
+	return v
+}
+
+// runeLen reports whether s has between 1 and max characters.
+func runeLen(s string, max int) bool {
+	n := utf8.RuneCountInString(s)
+	return n >= 1 && n <= max
+}
