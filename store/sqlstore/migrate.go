@@ -53,6 +53,13 @@ CREATE TABLE governance_audit_cursors (
 	name TEXT PRIMARY KEY,
 	seq  BIGINT NOT NULL
 )`}},
+	{4, "UAMP replay window (UAMP-1.0 §6)", []string{`
+CREATE TABLE uamp_replay (
+	sender     TEXT NOT NULL,
+	id         TEXT NOT NULL,
+	expires_at BIGINT NOT NULL,
+	PRIMARY KEY (sender, id)
+)`, `CREATE INDEX uamp_replay_expires_at ON uamp_replay (expires_at)`}},
 }
 
 // migrationLockKey is the PostgreSQL advisory lock serializing migrations

@@ -5,7 +5,8 @@
 // (specs/uap-1.1.md), Store.Checkpoints; the workflow.SessionStore of
 // UAIP-0.1 (specs/uaip-0.1.md), Store.Sessions; and the hash-chained
 // govern.Journal of UAICP-0.3 §5.4 (specs/uaicp-0.3.md), Store.Journal,
-// with the cursors of its audit export, Store.AuditCursor.
+// with the cursors of its audit export, Store.AuditCursor; and the UAMP
+// replay window of UAMP-1.0 §6 (specs/uamp-1.0.md), Store.ReplayStore.
 //
 //	st, err := sqlstore.Open(ctx, "sqlite:///var/lib/agentry/agentry.db")
 //	defer st.Close()
