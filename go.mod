@@ -3,6 +3,7 @@ module github.com/agentry-dev/agentry
 go 1.26.0
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/go-jose/go-jose/v4 v4.1.8
 	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0
