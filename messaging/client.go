@@ -45,6 +45,11 @@ type ClientOptions struct {
 	// a client certificate for mTLS); it is cloned, and TLS 1.3 is
 	// required whatever it says. Default: system roots, no certificate.
 	TLS *tls.Config
+	// Transport carries the SSE binding's requests instead of the HTTP/2
+	// transport made from TLS: an HTTP/3 one (package http3msg) makes
+	// the binding HTTP/3, with that transport's TLS configuration.
+	// WebSocket handshakes stay on HTTP/1.1 over TLS.
+	Transport http.RoundTripper
 	// ServerKeys verifies the server's error envelopes; nil reads them
 	// unverified (their code still comes from a TLS-authenticated peer).
 	ServerKeys envelope.KeyResolver
@@ -65,7 +70,7 @@ type ClientOptions struct {
 type Client struct {
 	base   *url.URL
 	opts   ClientOptions
-	http   *http.Client // HTTP/2 only
+	http   *http.Client // HTTP/2 only, or ClientOptions.Transport
 	wsHTTP *http.Client // HTTP/1.1 only, for the WebSocket handshake
 }
 
@@ -102,7 +107,11 @@ func NewClient(baseURL string, opts *ClientOptions) (*Client, error) {
 			TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 30 * time.Second, IdleConnTimeout: 90 * time.Second,
 		}}
 	}
-	return &Client{base: u, opts: o, http: transport(true), wsHTTP: transport(false)}, nil
+	c := &Client{base: u, opts: o, http: transport(true), wsHTTP: transport(false)}
+	if o.Transport != nil {
+		c.http = &http.Client{Transport: o.Transport}
+	}
+	return c, nil
 }
 
 // CloseIdleConnections closes the client's idle connections.
@@ -123,6 +132,7 @@ type Reply struct {
 
 	ws      *websocket.Conn // the current WebSocket connection
 	wsMu    sync.Mutex
+	carrier Carrier // AskOver's binding
 	started atomic.Bool
 }
 
@@ -133,30 +143,10 @@ type Reply struct {
 // WebSocket the server answers with the stream itself, so a refusal is
 // the first error Deltas yields.
 func (c *Client) Ask(ctx context.Context, req *envelope.Envelope) (*Reply, error) {
-	e := req
-	if e.Sig == "" {
-		e = req.Clone()
-		if err := envelope.Sign(e, c.opts.Key); err != nil {
-			return nil, err
-		}
-	}
-	b, err := json.Marshal(e)
+	r, b, err := c.newReply(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	bare, ok := envelope.ParseID(e.ID)
-	if !ok {
-		return nil, envelope.NewError(envelope.CodeBadRequest, "id is not a UUID", nil)
-	}
-	r := &Reply{c: c, ctx: ctx, req: e, streamID: e.StreamID}
-	if r.streamID == "" {
-		r.streamID = "str-" + bare // the server's default (Server.start)
-	}
-	r.ackEvery = int64(c.opts.AckEvery)
-	if r.ackEvery <= 0 {
-		r.ackEvery = int64(max(1, e.Window()/2))
-	}
-	r.ackEvery = min(r.ackEvery, int64(e.Window()))
 	switch c.opts.Binding {
 	case WebSocket:
 		conn, err := c.dial(ctx)
@@ -180,6 +170,36 @@ func (c *Client) Ask(ctx context.Context, req *envelope.Envelope) (*Reply, error
 		r.stream = loc.String()
 	}
 	return r, nil
+}
+
+// newReply signs req when its sig is empty and returns its Reply, not
+// yet sent, and its bytes.
+func (c *Client) newReply(ctx context.Context, req *envelope.Envelope) (*Reply, []byte, error) {
+	e := req
+	if e.Sig == "" {
+		e = req.Clone()
+		if err := envelope.Sign(e, c.opts.Key); err != nil {
+			return nil, nil, err
+		}
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	bare, ok := envelope.ParseID(e.ID)
+	if !ok {
+		return nil, nil, envelope.NewError(envelope.CodeBadRequest, "id is not a UUID", nil)
+	}
+	r := &Reply{c: c, ctx: ctx, req: e, streamID: e.StreamID}
+	if r.streamID == "" {
+		r.streamID = "str-" + bare // the server's default (Server.start)
+	}
+	r.ackEvery = int64(c.opts.AckEvery)
+	if r.ackEvery <= 0 {
+		r.ackEvery = int64(max(1, e.Window()/2))
+	}
+	r.ackEvery = min(r.ackEvery, int64(e.Window()))
+	return r, b, nil
 }
 
 // StreamID returns the stream_id of the reply.
@@ -295,6 +315,9 @@ func (r *Reply) send(ctx context.Context, intent envelope.Intent, ackSeq int64) 
 	if err != nil {
 		return err
 	}
+	if r.carrier != nil {
+		return r.carrier.Send(ctx, b)
+	}
 	if r.c.opts.Binding == WebSocket {
 		r.wsMu.Lock()
 		conn := r.ws
@@ -399,6 +422,9 @@ func (r *Reply) Deltas() iter.Seq2[*envelope.Delta, error] {
 				ccancel()
 			}
 			r.closeWS()
+			if r.carrier != nil {
+				r.carrier.Close()
+			}
 		}()
 		// deliver handles one delta; false ends iteration.
 		deliver := func(d *envelope.Delta) bool {
@@ -433,11 +459,16 @@ func (r *Reply) Deltas() iter.Seq2[*envelope.Delta, error] {
 			return true
 		}
 		var follow func(ctx context.Context, resume bool, deliver func(*envelope.Delta) bool) (bool, error)
-		if r.c.opts.Binding == WebSocket {
+		switch {
+		case r.carrier != nil:
+			follow = func(ctx context.Context, resume bool, deliver func(*envelope.Delta) bool) (bool, error) {
+				return r.followCarrier(ctx, resume, seq.last(), deliver)
+			}
+		case r.c.opts.Binding == WebSocket:
 			follow = func(ctx context.Context, resume bool, deliver func(*envelope.Delta) bool) (bool, error) {
 				return r.followWS(ctx, resume, seq.last(), deliver)
 			}
-		} else {
+		default:
 			follow = func(ctx context.Context, resume bool, deliver func(*envelope.Delta) bool) (bool, error) {
 				return r.followSSE(ctx, seq.last(), deliver)
 			}
@@ -468,7 +499,7 @@ func (r *Reply) Deltas() iter.Seq2[*envelope.Delta, error] {
 			}
 			// An ACK may have been lost with the connection: the resumed
 			// stream ACKs again (over WebSocket the resume is an ACK).
-			if last := seq.last(); last >= 0 && r.c.opts.Binding == SSE {
+			if last := seq.last(); last >= 0 && r.carrier == nil && r.c.opts.Binding == SSE {
 				lastAck = last
 				acks.ack(last)
 			}

@@ -22,6 +22,13 @@ const maxWSBatch = 32 << 10
 // connection; an ACK of a stream not followed here resumes it here from
 // the delta after ack_seq; a cancel cancels.
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor != 1 {
+		// WebSocket over HTTP/2 (RFC 8441) or HTTP/3 (RFC 9220) is not
+		// supported: answer rather than send an upgrade answer with
+		// headers those protocols forbid.
+		s.writeErrorStatus(w, http.StatusHTTPVersionNotSupported, "", "", envelope.NewError(envelope.CodeBadRequest, "the WebSocket binding is served over HTTP/1.1", nil))
+		return
+	}
 	principal, err := s.authenticate(r)
 	if err != nil {
 		s.writeError(w, "", "", err)
