@@ -39,6 +39,9 @@ type AgentOptions struct {
 	// receives messages: it must return quickly and must not call the
 	// Agent's blocking methods.
 	OnEvent func(*Envelope)
+	// Confirm answers the app's requests to confirm an action
+	// (action.confirm); nil answers "not confirmed".
+	Confirm ConfirmFunc
 	// Logger receives operational records; nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -50,8 +53,10 @@ type Agent struct {
 	opts  AgentOptions
 	log   *slog.Logger
 	offer *SessionInitialize
-	wg    sync.WaitGroup // receive loops and heartbeats
+	wg    sync.WaitGroup // receive loops, heartbeats, confirmations
 	done  chan struct{}
+	ctx   context.Context // ends when the session terminates
+	stop  context.CancelFunc
 
 	mu      sync.Mutex
 	state   State
@@ -63,6 +68,7 @@ type Agent struct {
 	seen    idWindow
 	caps    *CapabilitiesChanged // the current document, its revision and reason
 	changed chan struct{}        // closed and replaced when caps changes
+	actions map[string]*actionCall
 	err     error
 }
 
@@ -74,6 +80,7 @@ type Agent struct {
 // before closing.
 func Connect(ctx context.Context, t Transport, opts *AgentOptions) (*Agent, error) {
 	a := &Agent{done: make(chan struct{}), changed: make(chan struct{}), state: StateNew}
+	a.ctx, a.stop = context.WithCancel(context.Background())
 	if opts != nil {
 		a.opts = *opts
 	}
@@ -259,6 +266,15 @@ func (a *Agent) handle(l *link, raw []byte) {
 			a.replyError(l, env, newErrorf(CodeSessionNotActive, "%s is not processed while the session is %s", env.Type, state))
 			return
 		}
+		if env.Type == TypeActionConfirm {
+			if _, ok := a.view().sel.extension(ExtensionAction); !ok {
+				a.replyError(l, env, newErrorf(CodeUnsupportedExtension, "%s needs the extension %s, which this session did not select",
+					env.Type, ExtensionAction).with("extension", ExtensionAction))
+				return
+			}
+			a.wg.Go(func() { a.confirmAction(l, env) })
+			return
+		}
 		a.replyError(l, env, newErrorf(CodeUnknownMessageType, "unknown message type %q", env.Type))
 	}
 }
@@ -278,6 +294,12 @@ func (a *Agent) event(l *link, env *Envelope, state State) {
 		a.lastSeq = env.Seq
 	}
 	a.mu.Unlock()
+	if env.Type == TypeActionStarted || env.Type == TypeActionProgress {
+		if perr := a.actionEvent(env); perr != nil {
+			a.replyError(l, env, perr)
+			return
+		}
+	}
 	if env.Type == TypeCapabilitiesChanged {
 		rev, reason, doc, perr := decodeCapabilitiesPayload(env.Payload, true)
 		if perr != nil {
@@ -355,6 +377,7 @@ func (a *Agent) finish(err error) {
 	l := a.link
 	a.link = nil
 	a.mu.Unlock()
+	a.stop()
 	close(a.done)
 	if l != nil {
 		l.close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,6 +40,17 @@ type AppOptions struct {
 	// MaxMessageSize bounds a received message; 0 means
 	// DefaultMaxMessageSize.
 	MaxMessageSize int
+	// RateLimit bounds the requests each session may send (§16); the
+	// zero value sets no limit.
+	RateLimit RateLimit
+	// Policy decides, per action request, whether the action runs
+	// (allow), needs the controller's explicit confirmation (confirm), is
+	// refused (deny) or is handed to the human (handoff); nil is
+	// DefaultPolicy.
+	Policy PolicyFunc
+	// Handoff hands an action to the human when the policy says handoff;
+	// nil refuses such actions (permission_denied).
+	Handoff HandoffFunc
 	// Logger receives operational records; nil is slog.Default().
 	Logger *slog.Logger
 }
@@ -64,11 +76,13 @@ type Reply struct {
 type App struct {
 	opts AppOptions
 	log  *slog.Logger
+	exts []ExtensionOffer // the supported extensions, the Action Runtime's included
 
 	mu       sync.Mutex
 	doc      *CapabilityDocument
 	rev      string
 	handlers map[string]HandlerFunc
+	actions  map[string]*actionEntry
 	sessions map[string]*AppSession
 	links    map[*link]struct{}
 	closed   bool
@@ -78,9 +92,14 @@ type App struct {
 // NewApp returns an App; opts may be nil. Its capability document is
 // empty until SetCapabilities.
 func NewApp(opts *AppOptions) *App {
-	a := &App{handlers: map[string]HandlerFunc{}, sessions: map[string]*AppSession{}, links: map[*link]struct{}{}}
+	a := &App{handlers: map[string]HandlerFunc{}, actions: map[string]*actionEntry{}, sessions: map[string]*AppSession{},
+		links: map[*link]struct{}{}}
 	if opts != nil {
 		a.opts = *opts
+	}
+	a.exts = slices.Clone(a.opts.Extensions)
+	if !slices.ContainsFunc(a.exts, func(e ExtensionOffer) bool { return canonicalExtension(e.ID) == ExtensionAction }) {
+		a.exts = append(a.exts, ExtensionOffer{ID: ExtensionAction, Versions: []string{"0.1"}})
 	}
 	if a.opts.Source.Role == "" {
 		a.opts.Source.Role = "app"
@@ -113,11 +132,13 @@ func NewApp(opts *AppOptions) *App {
 }
 
 // Handle registers h for requests of type typ. The core namespaces
-// (session.*, capabilities.*, error) are the App's own: registering in
-// them panics, as does registering a type twice.
+// (session.*, capabilities.*, error) and the Action Runtime's (action.*;
+// see HandleAction) are the App's own: registering in them panics, as
+// does registering a type twice.
 func (a *App) Handle(typ string, h HandlerFunc) {
-	if typ == "" || typ == TypeError || strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "capabilities.") {
-		panic("uicontrol: Handle: type " + typ + " is reserved by UIAP Core")
+	if typ == "" || typ == TypeError || strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "capabilities.") ||
+		strings.HasPrefix(typ, "action.") {
+		panic("uicontrol: Handle: type " + typ + " is reserved by UIAP Core or the Action Runtime")
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -365,8 +386,18 @@ func (c *appConn) handle(raw []byte) {
 			c.replyError(env, newErrorf(CodeSessionNotActive, "%s is not processed while the session is %s", env.Type, state))
 			return
 		}
+		if s.bucket != nil && env.Type != TypeActionCancel { // stopping an action is never throttled
+			if wait, ok := s.bucket.take(time.Now()); !ok {
+				c.replyError(env, rateLimited(wait))
+				return
+			}
+		}
 		if env.Type == TypeCapabilitiesGet {
 			c.capabilities(env)
+			return
+		}
+		if strings.HasPrefix(env.Type, "action.") {
+			c.action(env)
 			return
 		}
 		a.mu.Lock()
@@ -417,7 +448,7 @@ func (c *appConn) initialize(env *Envelope) {
 		c.replyError(env, perr)
 		return
 	}
-	sel, perr := negotiate(offer, env.Requires, supportedVersions, a.opts.Profiles, a.opts.Extensions)
+	sel, perr := negotiate(offer, env.Requires, supportedVersions, a.opts.Profiles, a.exts)
 	if perr != nil {
 		c.replyError(env, perr) // the connection stays NEW: the initiator may offer again
 		return
@@ -559,14 +590,16 @@ func (c *appConn) capabilities(env *Envelope) {
 // when the transport is lost it waits, INTERRUPTED, for a resume. Its
 // methods are safe for concurrent use.
 type AppSession struct {
-	app  *App
-	id   string
-	sel  *selection
-	info SessionInfo
-	sem  chan struct{} // write slot: events go out in seq order
-	ctx  context.Context
-	stop context.CancelFunc
-	done chan struct{}
+	app    *App
+	id     string
+	sel    *selection
+	info   SessionInfo
+	sem    chan struct{} // write slot: events go out in seq order
+	ctx    context.Context
+	stop   context.CancelFunc
+	done   chan struct{}
+	bucket *tokenBucket // nil: no rate limit
+	acts   sessionActions
 
 	mu        sync.Mutex
 	state     State
@@ -582,7 +615,7 @@ type AppSession struct {
 func (a *App) newSession(l *link, sel *selection, peer PeerInfo) *AppSession {
 	ctx, stop := context.WithCancel(context.Background())
 	s := &AppSession{app: a, id: newSessionID(), sel: sel, sem: make(chan struct{}, 1), ctx: ctx, stop: stop,
-		done: make(chan struct{}), state: StateInitializing, link: l}
+		done: make(chan struct{}), bucket: newTokenBucket(a.opts.RateLimit), state: StateInitializing, link: l}
 	s.info = sel.info(s.id, peer)
 	return s
 }
@@ -779,19 +812,27 @@ func (s *AppSession) sendOn(l *link, e *Envelope) error {
 // the session is interrupted or its transport lost is delivered after
 // the resume, as is one the transport did not take before ctx ended
 // (that connection is then closed). It fails with session_not_active once
-// the session is terminating. typ must not be in a core namespace.
+// the session is terminating. typ must not be in a core namespace nor
+// in the Action Runtime's (action.*).
 func (s *AppSession) Emit(ctx context.Context, typ string, payload any) error {
-	if typ == "" || typ == TypeError || strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "capabilities.") {
-		return fmt.Errorf("uicontrol: Emit: type %q is reserved by UIAP Core", typ)
+	if typ == "" || typ == TypeError || strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "capabilities.") ||
+		strings.HasPrefix(typ, "action.") {
+		return fmt.Errorf("uicontrol: Emit: type %q is reserved by UIAP Core or the Action Runtime", typ)
 	}
 	return s.emit(ctx, typ, payload)
 }
 
 func (s *AppSession) emit(ctx context.Context, typ string, payload any) error {
+	return s.emitWith(ctx, typ, payload, nil)
+}
+
+// emitWith is emit with ext entries.
+func (s *AppSession) emitWith(ctx context.Context, typ string, payload any, ext map[string]json.RawMessage) error {
 	e, err := s.stamp().envelope(KindEvent, typ, payload)
 	if err != nil {
 		return err
 	}
+	e.Ext = ext
 	if err := acquire(ctx, s.sem, s.done); err != nil {
 		if errors.Is(err, ErrClosed) {
 			return NewError(CodeSessionNotActive, "session terminated")

@@ -78,34 +78,53 @@ func (l *link) send(ctx context.Context, e *Envelope) error {
 
 // call sends a request and waits for its response or error.
 func (l *link) call(ctx context.Context, e *Envelope, onReply func(*Envelope)) (*Envelope, error) {
-	w := &waiter{ch: make(chan *Envelope, 1), onReply: onReply}
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		return nil, ErrClosed
-	}
-	l.pending[e.ID] = w
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		delete(l.pending, e.ID)
-		l.mu.Unlock()
-	}()
-	if err := l.send(ctx, e); err != nil {
+	w, release, err := l.start(ctx, e, onReply)
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	select {
 	case r := <-w.ch:
 		return r, nil
 	case <-l.done:
-		select { // a reply that arrived just before the close still counts
-		case r := <-w.ch:
-			return r, nil
-		default:
-		}
-		return nil, ErrClosed
+		return l.late(w)
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// start sends a request whose answer will arrive on the returned
+// waiter's channel; release forgets the request (a late answer is then
+// dropped).
+func (l *link) start(ctx context.Context, e *Envelope, onReply func(*Envelope)) (*waiter, func(), error) {
+	w := &waiter{ch: make(chan *Envelope, 1), onReply: onReply}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	l.pending[e.ID] = w
+	l.mu.Unlock()
+	release := func() {
+		l.mu.Lock()
+		delete(l.pending, e.ID)
+		l.mu.Unlock()
+	}
+	if err := l.send(ctx, e); err != nil {
+		release()
+		return nil, nil, err
+	}
+	return w, release, nil
+}
+
+// late returns the answer that arrived just before the link closed, or
+// ErrClosed.
+func (l *link) late(w *waiter) (*Envelope, error) {
+	select {
+	case r := <-w.ch:
+		return r, nil
+	default:
+		return nil, ErrClosed
 	}
 }
 

@@ -67,16 +67,33 @@ type selection struct {
 
 // extension returns the selected version of extension id (alias-aware).
 func (s *selection) extension(id string) (string, bool) {
-	if s == nil {
-		return "", false
-	}
-	c := canonicalExtension(id)
-	for _, e := range s.extensions {
-		if canonicalExtension(e.ID) == c {
-			return e.Version, true
-		}
+	if e := s.find(id); e != nil {
+		return e.Version, true
 	}
 	return "", false
+}
+
+// extensionID returns how the session spells a selected extension (the
+// initiator's spelling: "uicp.policy" for uiap.policy, say).
+func (s *selection) extensionID(id string) (string, bool) {
+	if e := s.find(id); e != nil {
+		return e.ID, true
+	}
+	return "", false
+}
+
+// find returns the selected extension id (alias-aware), or nil.
+func (s *selection) find(id string) *SelectedExtension {
+	if s == nil {
+		return nil
+	}
+	c := canonicalExtension(id)
+	for i := range s.extensions {
+		if canonicalExtension(s.extensions[i].ID) == c {
+			return &s.extensions[i]
+		}
+	}
+	return nil
 }
 
 // unmet checks a message's requires list (§12 rules 3–4) and returns the

@@ -65,6 +65,9 @@ func cases() []testCase {
 	all = append(all, resumeCases()...)
 	all = append(all, heartbeatCases()...)
 	all = append(all, capabilityCases()...)
+	all = append(all, actionCases()...)
+	all = append(all, policyCases()...)
+	all = append(all, rateLimitCases()...)
 	return all
 }
 
@@ -120,11 +123,14 @@ func (h *H) app(mod func(*uicontrol.AppOptions)) *uicontrol.App {
 		Extensions:     []uicontrol.ExtensionOffer{{ID: extPolicy, Versions: []string{"0.1"}}},
 		MaxMessageSize: 64 << 10,
 		Logger:         slog.New(slog.DiscardHandler),
+		Policy:         suitePolicy,
+		Handoff:        suiteHandoff,
 	}
 	if mod != nil {
 		mod(&opts)
 	}
 	app := uicontrol.NewApp(&opts)
+	registerActions(app)
 	app.Handle(typeEcho, func(ctx context.Context, s *uicontrol.AppSession, req *uicontrol.Envelope) (*uicontrol.Reply, error) {
 		return &uicontrol.Reply{Type: "x.test.echoed", Payload: req.Payload}, nil
 	})
