@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"time"
 
+	uampconf "github.com/agentry-dev/agentry/messaging/conformance"
 	"github.com/agentry-dev/agentry/workflow/conformance"
 	"github.com/spf13/cobra"
 )
 
 // conformanceCmd groups the conformance suites a server can be run
-// against; "uaip" is UAIP-0.1's (workflow/conformance).
+// against; "uaip" is UAIP-0.1's (workflow/conformance), "uamp" UAMP
+// 1.0's (messaging/conformance).
 func conformanceCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "conformance",
@@ -80,6 +82,97 @@ Without --workflow the first workflow GET /api/workflows lists is tested
 	fl.StringVar(&token, "token", "", "bearer token the server requires")
 	fl.DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each request")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.AddCommand(uaip)
+	cmd.AddCommand(uaip, conformanceUAMPCmd(e))
+	return cmd
+}
+
+func conformanceUAMPCmd(e *env) *cobra.Command {
+	var cf uampClientFlags
+	var url, from, to string
+	var timeout time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "uamp --url URL --key FILE",
+		Short: "Check a UAMP 1.0 server (ours or anyone's) against the spec",
+		Long: `Run the UAMP 1.0 conformance suite against the server at --url
+(https://host:port) — messaging/conformance, over the network only.
+
+The server must trust --key (the suite signs with it and authenticates
+with a TLS client certificate made with it, or --cert/--cert-key) and
+serve an echo agent: agentry serve's built-in one. The agent is the DID of
+the server's signed hub unless --to names it.
+
+Checks: signed discovery (hub and manifest), TLS 1.3 only (a TLS 1.2
+handshake and plain HTTP refused), 415 for another media type, 413 beyond
+the body limit, 401 without a client certificate and for unsigned,
+tampered and unknown-key envelopes, 403 when from is not the principal
+(needs a key with a bare kid), a replayed ask refused, the echo round
+trip over SSE and WebSocket with a small window and ACKs, the window
+itself, resume with Last-Event-ID, 4.09 for a resume the server cannot
+fill, cancel, and that every stream was numbered without gaps.
+
+One line per check (PASS, FAIL with the expectation and what the server
+did, or SKIP with the reason), then "N passed, M failed". The exit status
+is 1 when a check failed.`,
+		Example: `  agentry uamp keygen --out conf.jwk > conf.pub.jwk
+  agentry serve --uamp-trust conf.pub.jwk &
+  agentry conformance uamp --url https://127.0.0.1:8443 --key conf.jwk --ca agentry-data/tls/cert.pem`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			u, err := parseServerURL(url)
+			if err != nil {
+				return err
+			}
+			key, err := cf.load()
+			if err != nil {
+				return err
+			}
+			conf, err := cf.serverTLS(u)
+			if err != nil {
+				return err
+			}
+			opts := uampconf.Options{BaseURL: url, Key: key, From: from, To: to, RootCAs: conf.RootCAs,
+				InsecureSkipVerify: conf.InsecureSkipVerify, Timeout: timeout}
+			if cf.cert != "" {
+				c, err := cf.clientCertificate(key, "")
+				if err != nil {
+					return err
+				}
+				opts.Certificate = &c
+			}
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			rep := uampconf.Run(ctx, opts)
+			if asJSON {
+				enc := json.NewEncoder(e.stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range rep.Results {
+					fmt.Fprintln(e.stdout, r)
+				}
+				summary := fmt.Sprintf("%d passed, %d failed", rep.Passed(), rep.Failed())
+				if n := rep.Skipped(); n > 0 {
+					summary += fmt.Sprintf(" (%d skipped)", n)
+				}
+				fmt.Fprintln(e.stdout, summary)
+			}
+			if n := rep.Failed(); n > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("uamp conformance: %d of %d checks failed against %s", n, len(rep.Results), url)}
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&url, "url", "https://127.0.0.1:8443", "base URL of the UAMP server")
+	fl.StringVar(&from, "from", "", "the principal the suite speaks as (default: the DID of --key's kid, else did:web:uamp-conformance.invalid)")
+	fl.StringVar(&to, "to", "", "the agent's DID (default: the DID of the server's signed hub)")
+	fl.DurationVar(&timeout, "timeout", 15*time.Second, "timeout of each check")
+	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/audit"
 	"github.com/agentry-dev/agentry/internal/builtin"
@@ -40,13 +41,22 @@ type serveFlags struct {
 	node       string
 	agentModel string
 	auditLog   string
+
+	// The TLS listener (UAMP, discovery, and the plain endpoints again).
+	tlsAddr      string
+	tlsAddrSet   bool // --tls-addr was given: failing to listen is an error
+	tlsCert      string
+	tlsKey       string
+	uampTrust    string
+	uampClientCA string
+	uampDID      string
 }
 
 func serveCmd(e *env) *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the protocols: UAIP workflows and governed agent runs on --addr",
+		Short: "Serve the protocols: UAIP workflows and governed agent runs on --addr, UAMP on --tls-addr",
 		Long: `Serve agentry's protocols on one HTTP server.
 
 UAIP-0.1 (stage-enforced workflows): POST /initialize, POST /execute,
@@ -64,6 +74,20 @@ Approver keys are trusted from --approvers (default: the keyring of
 a crash left open are rolled back and closed at startup, paused runs
 resume once decided.
 
+UAMP-1.0 (signed agent messaging) on the TLS 1.3 listener --tls-addr
+only, never on --addr: POST /v1/messages, GET /v1/stream/{id} (SSE),
+/uamp/1/ws (WebSocket) and gRPC (uamp.v1.Agent), answered by the built-in
+"echo" agent at did:web:<host>%3A<port>; the signed manifest, hub and DID
+document under /.well-known/. The listener serves every endpoint of --addr as well. Its
+certificate is --tls-cert/--tls-key, or a self-signed development
+certificate made under --data (tls/cert.pem, reused on restart: give it
+to clients as their CA). The server's identity key is
+<data>/uamp/identity.jwk. Envelopes are verified with the client keys of
+--uamp-trust (a JWK or JWK set; default <data>/uamp/trusted.jwks when it
+exists); clients authenticate with a TLS client certificate, made with
+such a key (agentry uamp send does this) or issued by --uamp-client-ca,
+whose single URI names the sender.
+
 Operations: GET /healthz, GET /metrics (Prometheus text format). SIGINT or
 SIGTERM shut down gracefully, finishing in-flight requests.
 
@@ -72,12 +96,14 @@ Every flag can also be set by an environment variable AGENTRY_<FLAG>
 a flag on the command line wins.`,
 		Example: `  agentry serve
   agentry serve --workflows ./workflows --store postgres://agentry@db/agentry
-  curl -s localhost:8080/initialize -d '{"workflow_name":"store"}'`,
+  curl -s localhost:8080/initialize -d '{"workflow_name":"store"}'
+  agentry serve --uamp-trust client.pub.jwk   # then: agentry uamp send https://127.0.0.1:8443 ask.json --key client.jwk --ca agentry-data/tls/cert.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.Flags()); err != nil {
 				return usageError("%v", err)
 			}
+			f.tlsAddrSet = cmd.Flags().Changed("tls-addr")
 			return runServe(cmd.Context(), e, &f)
 		},
 	}
@@ -98,6 +124,12 @@ a flag on the command line wins.`,
 	fl.StringVar(&f.node, "node", "", "this replica's stable name in the audit journal (replicas sharing a PostgreSQL store need distinct names)")
 	fl.StringVar(&f.auditLog, "audit-log", "", "also export every audit journal record to this JSONL file (asynchronously; resumes where it stopped)")
 	fl.StringVar(&f.agentModel, "agent-model", "", "provider:model for the built-in support agent (default: its offline model)")
+	fl.StringVar(&f.tlsAddr, "tls-addr", "127.0.0.1:8443", "TLS 1.3 listen address: UAMP, discovery and every --addr endpoint (empty: no TLS listener)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate of the TLS listener (default: a development certificate made under --data)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
+	fl.StringVar(&f.uampTrust, "uamp-trust", "", "JWK or JWK set of the client keys UAMP trusts (default: <data>/uamp/trusted.jwks when it exists)")
+	fl.StringVar(&f.uampClientCA, "uamp-client-ca", "", "PEM CA certificates whose client certificates UAMP accepts (besides certificates made with a trusted key)")
+	fl.StringVar(&f.uampDID, "uamp-did", "", "the server's did:web (default did:web:<host>%3A<port> of the TLS listener)")
 	return cmd
 }
 
@@ -138,6 +170,8 @@ type stores struct {
 	sessions workflow.SessionStore
 	journal  govern.Journal
 	results  agent.CheckpointStore
+	// replay is the UAMP replay window's store; nil keeps it in memory.
+	replay envelope.ReplayStore
 	// cursor returns a persisted audit export position; nil when the
 	// store keeps none (memory:).
 	cursor func(name string) audit.Cursor
@@ -160,7 +194,7 @@ func openStores(ctx context.Context, url, dataDir string) (*stores, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stores{sessions: st.Sessions(), journal: st.Journal(), results: st.Checkpoints(), close: st.Close,
+	return &stores{sessions: st.Sessions(), journal: st.Journal(), results: st.Checkpoints(), replay: st.ReplayStore(), close: st.Close,
 		cursor: func(name string) audit.Cursor { return st.AuditCursor(name) }}, nil
 }
 
@@ -248,13 +282,42 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 	})
 	go sweep(ctx, engine, logger, time.Minute)
 
+	// UAMP is served on the TLS listener only (DESIGN §6).
+	tlsSvc, err := startTLS(ctx, e, f, st, logger, srv.Handler())
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
+		if tlsSvc != nil {
+			tlsSvc.ln.Close()
+			tlsSvc.uamp.Close()
+			tlsSvc.grpc.Stop()
+		}
 		return err
 	}
 	logger.Info("agentry serving", "addr", ln.Addr().String(), "uaip_workflows", strings.Join(names, ","), "store", storeName(f))
 	fmt.Fprintf(e.stderr, "agentry: listening on http://%s (workflows: %s)\n", ln.Addr(), strings.Join(names, ", "))
-	return srv.Serve(ctx, ln)
+	if tlsSvc == nil {
+		return srv.Serve(ctx, ln)
+	}
+	serveCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	tlsErr := make(chan error, 1)
+	go func() {
+		err := tlsSvc.serve(serveCtx)
+		if err != nil {
+			logger.Error("TLS listener failed: shutting down", "error", err)
+			stop()
+		}
+		tlsErr <- err
+	}()
+	err = srv.Serve(serveCtx, ln)
+	stop()
+	if terr := <-tlsErr; err == nil {
+		err = terr
+	}
+	return err
 }
 
 // exportAudit exports the journal to the JSONL file at path until the

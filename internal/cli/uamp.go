@@ -20,16 +20,17 @@ const maxEnvelopeInput = envelope.MaxEnvelopeSize + 1
 func uampCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uamp",
-		Short: "UAMP 1.0 envelopes: make keys, sign, verify",
+		Short: "UAMP 1.0 envelopes: make keys, sign, verify, send",
 		Long: `Work with UAMP 1.0 message envelopes (specs/uamp-1.0.md).
 
 An envelope is signed with a detached compact JWS (EdDSA or ES256) over the
 RFC 8785 canonical form of the envelope without "sig"; keys are JWKs.`,
 		Example: `  agentry uamp keygen --alg EdDSA --kid client-1 --out client.jwk > client.pub.jwk
   agentry uamp sign --key client.jwk ask.json > ask.signed.json
-  agentry uamp verify --keys client.pub.jwk ask.signed.json`,
+  agentry uamp verify --keys client.pub.jwk ask.signed.json
+  agentry uamp send https://127.0.0.1:8443 ask.json --key client.jwk --ca agentry-data/tls/cert.pem`,
 	}
-	cmd.AddCommand(uampKeygenCmd(e), uampSignCmd(e), uampVerifyCmd(e))
+	cmd.AddCommand(uampKeygenCmd(e), uampSignCmd(e), uampVerifyCmd(e), uampSendCmd(e))
 	return cmd
 }
 
@@ -125,7 +126,7 @@ replaced.`,
 			} else if err != nil {
 				return err
 			}
-			env, err := completeEnvelope(in)
+			env, err := completeEnvelope(in, nil)
 			if err != nil {
 				return uampFailure(e.stderr, err)
 			}
@@ -206,12 +207,19 @@ func readEnvelopeInput(e *env, args []string) ([]byte, error) {
 	return b, nil
 }
 
-// completeEnvelope fills a missing id and ts of the envelope JSON in b
-// and decodes it strictly, so that what is signed is what a verifier
-// decodes. The members are inserted into the text as given, so that the
-// strict decoder still sees everything the input said (a duplicate member
-// is refused, not resolved).
-func completeEnvelope(b []byte) (*envelope.Envelope, error) {
+// member is a top-level envelope member and its value.
+type member struct {
+	name  string
+	value any
+}
+
+// completeEnvelope fills a missing id and ts of the envelope JSON in b,
+// and the members of defaults it lacks, and decodes it strictly, so that
+// what is signed is what a verifier decodes. The members are inserted
+// into the text as given, so that the strict decoder still sees
+// everything the input said (a duplicate member is refused, not
+// resolved).
+func completeEnvelope(b []byte, defaults []member) (*envelope.Envelope, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(b, &m); err != nil || m == nil {
 		return nil, envelope.NewError(envelope.CodeBadRequest, "the input is not a JSON object", err)
@@ -219,9 +227,13 @@ func completeEnvelope(b []byte) (*envelope.Envelope, error) {
 	// The schema requires sig: a placeholder stands in for the one Sign
 	// writes (an existing sig is replaced the same way).
 	var add []byte
-	for _, f := range []struct{ name, value string }{{"id", envelope.NewID()}, {"ts", envelope.Now()}, {"sig", "unsigned"}} {
+	fill := append([]member{{"id", envelope.NewID()}, {"ts", envelope.Now()}, {"sig", "unsigned"}}, defaults...)
+	for _, f := range fill {
 		if _, ok := m[f.name]; !ok {
-			v, _ := json.Marshal(f.value)
+			v, err := json.Marshal(f.value)
+			if err != nil {
+				return nil, err
+			}
 			add = fmt.Appendf(add, "%q:%s,", f.name, v)
 		}
 	}
