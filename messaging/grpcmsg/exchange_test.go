@@ -256,6 +256,15 @@ func TestUAMP_4_1_GRPC_CancelMidStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Ask returns once the ask is sent, not once the server opened
+		// its stream (a refusal comes through Deltas): wait for the
+		// producer, or the cancel could overtake the ask (4.09, no
+		// stream yet).
+		for deadline := time.Now().Add(5 * time.Second); h.count() == 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the producer never started")
+			}
+		}
 		call, err := env.raw(t, &clientCert.TLS).Exchange(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -263,8 +272,8 @@ func TestUAMP_4_1_GRPC_CancelMidStream(t *testing.T) {
 		c := envelope.New(clientDID, []string{serverDID}, envelope.IntentCancel, envelope.Body{Type: "text/plain"})
 		c.ReplyTo = reply.Request().ID
 		call.Send(envelopeFrame(signed(t, c, clientKey)))
-		if _, err := call.Recv(); err != io.EOF {
-			t.Fatalf("call after a cancel: %v", err)
+		if fr, err := call.Recv(); err != io.EOF {
+			t.Fatalf("call after a cancel: %v (frame %s)", err, fr)
 		}
 		_, last := collect(t, reply, nil)
 		if last.Type != envelope.DeltaCancel {
