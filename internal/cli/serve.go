@@ -43,13 +43,16 @@ type serveFlags struct {
 	auditLog   string
 
 	// The TLS listener (UAMP, discovery, and the plain endpoints again).
-	tlsAddr      string
-	tlsAddrSet   bool // --tls-addr was given: failing to listen is an error
-	tlsCert      string
-	tlsKey       string
-	uampTrust    string
-	uampClientCA string
-	uampDID      string
+	tlsAddr    string
+	tlsAddrSet bool // --tls-addr was given: failing to listen is an error
+	tlsCert    string
+	tlsKey     string
+	uampTrust  string
+	// OAuth 2.1 bearer JWTs as an alternative to client certificates.
+	uampOAuthIssuer string
+	uampOAuthJWKS   string
+	uampClientCA    string
+	uampDID         string
 }
 
 func serveCmd(e *env) *cobra.Command {
@@ -128,6 +131,8 @@ a flag on the command line wins.`,
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate of the TLS listener (default: a development certificate made under --data)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
 	fl.StringVar(&f.uampTrust, "uamp-trust", "", "JWK or JWK set of the client keys UAMP trusts (default: <data>/uamp/trusted.jwks when it exists)")
+	fl.StringVar(&f.uampOAuthIssuer, "uamp-oauth-issuer", "", "accept OAuth 2.1 bearer access tokens (JWT, at+jwt, aud = the server's DID) from this issuer as UAMP authentication; the principal is their sub")
+	fl.StringVar(&f.uampOAuthJWKS, "uamp-oauth-jwks", "", "JWK set of --uamp-oauth-issuer's signing keys (EdDSA or ES256)")
 	fl.StringVar(&f.uampClientCA, "uamp-client-ca", "", "PEM CA certificates whose client certificates UAMP accepts (besides certificates made with a trusted key)")
 	fl.StringVar(&f.uampDID, "uamp-did", "", "the server's did:web (default did:web:<host>%3A<port> of the TLS listener)")
 	return cmd

@@ -107,10 +107,37 @@ func newTLSService(ctx context.Context, e *env, f *serveFlags, st *stores, logge
 		}
 	}
 
+	authenticate := messaging.ClientKeys(trusted, cas)
+	if f.uampOAuthIssuer != "" || f.uampOAuthJWKS != "" {
+		if f.uampOAuthIssuer == "" || f.uampOAuthJWKS == "" {
+			return nil, usageError("--uamp-oauth-issuer and --uamp-oauth-jwks go together")
+		}
+		b, err := os.ReadFile(f.uampOAuthJWKS)
+		if err != nil {
+			return nil, fmt.Errorf("--uamp-oauth-jwks: %w", err)
+		}
+		issuerKeys, err := parseKeySet(b)
+		if err != nil {
+			return nil, fmt.Errorf("--uamp-oauth-jwks %s: %w", f.uampOAuthJWKS, err)
+		}
+		bearer, err := messaging.BearerJWT(messaging.BearerOptions{Issuer: f.uampOAuthIssuer, Audience: did, Keys: issuerKeys})
+		if err != nil {
+			return nil, err
+		}
+		certs := authenticate
+		// A request with an Authorization header is authenticated by its
+		// bearer token, any other by its client certificate.
+		authenticate = func(r *http.Request) (string, error) {
+			if r.Header.Get("Authorization") != "" {
+				return bearer(r)
+			}
+			return certs(r)
+		}
+	}
 	replay := envelope.NewReplayWindow(&envelope.ReplayOptions{Store: st.replay})
 	uamp := messaging.NewServer(messaging.Echo, &messaging.Options{
 		ID: did, Key: identity, Keys: trusted, Replay: replay,
-		Authenticate: messaging.ClientKeys(trusted, cas), Logger: logger,
+		Authenticate: authenticate, Logger: logger,
 	})
 	disc, err := discovery.Handler(discovery.ServerOptions{
 		DID: did, Key: identity, BaseURL: "https://" + hostport,
