@@ -29,8 +29,18 @@
 // INTERRUPTED, for a resume with its single-use resume token; the app
 // then replays the events the agent missed (by seq).
 //
+// Actions (extension uiap.action@0.1, ours where the Action Runtime
+// draft is silent): an app registers action handlers with a declared
+// risk; an agent calls them with CallAction (action.request →
+// action.started, action.progress…, exactly one action.result), cancels
+// them, and repeats a request safely with an idempotency key — nothing is
+// ever resent blindly. A Policy decides each request (allow, confirm,
+// deny, handoff; failing closed), a confirmation is a round trip to the
+// agent's Confirm hook, and a per-session token bucket answers requests
+// over the limit with rate_limited (retryable).
+//
 // Messages travel over a Transport; Pair connects an app and an agent in
-// one process. Package uicontrol/uiaptest is the conformance suite every
+// one process, the ws@0.1 and http@0.1 bindings across processes. Package uicontrol/uiaptest is the conformance suite every
 // binding passes. Where the spec is silent, docs/spec-notes/uiap.md
 // records what this package does.
 package uicontrol

@@ -1,6 +1,7 @@
 package uicontrol
 
 import (
+	"bytes"
 	"encoding/json"
 	"regexp"
 	"strconv"
@@ -295,6 +296,9 @@ func validExtensionKey(id string) bool {
 func readString(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
+	}
+	if len(raw) >= 2 && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), true // nothing to unescape
 	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {

@@ -37,12 +37,13 @@ import (
 const (
 	defaultHTTPIdle        = 30 * time.Second // no event stream for this long: the connection is lost
 	defaultHTTPConnections = 1024
-	httpBuffer             = 64               // messages queued per direction before a sender waits
+	httpBuffer             = 64               // messages queued in the handler, per direction, before a sender waits
+	httpClientBuffer       = 16               // messages the client holds before it stops reading the stream
 	httpReplay             = 256              // messages kept, once written, for a Last-Event-ID
 	httpWriteTimeout       = 10 * time.Second // per write of an event stream
 	httpKeepAlive          = 15 * time.Second // a comment on an idle event stream
 	httpFirstAnswerWait    = 5 * time.Second  // how long POST /uiap/sessions waits for the answer
-	httpRetries            = 3                // failed event-stream requests in a row before a client gives up
+	httpRetries            = 3                // retries of a failed event-stream request before a client gives up
 )
 
 // HTTPOptions configures NewHTTPHandler. The zero value works.
@@ -684,7 +685,7 @@ func DialHTTP(ctx context.Context, baseURL string, opts *HTTPDialOptions) (Trans
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("uicontrol: %q is not an http or https URL", baseURL)
 	}
-	t := &httpClientConn{sessions: u, in: make(chan []byte, httpBuffer), done: make(chan struct{}), gone: make(chan struct{})}
+	t := &httpClientConn{sessions: u, in: make(chan []byte, httpClientBuffer), done: make(chan struct{}), gone: make(chan struct{})}
 	if opts != nil {
 		t.client, t.header, t.maxSize = opts.HTTPClient, opts.Header, opts.MaxMessageSize
 	}

@@ -22,8 +22,9 @@ import (
 )
 
 // httpPipeChunks is the in-memory socket buffer of the HTTP tests, in
-// KiB: little, as the binding buffers up to 64 messages at each end, and
-// the suite's 200 events must get a connection stuck.
+// KiB: little, as the binding buffers messages at each end (64 in the
+// handler, 16 in the client, a few KiB in net/http and the SSE reader),
+// and the suite's 200 events must get a connection stuck.
 const httpPipeChunks = 4
 
 // httpPair connects the two ends of an http@0.1 connection in memory: the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
 	"unicode/utf8"
 )
@@ -17,36 +16,105 @@ var (
 
 // parseObject splits one JSON object into its members, exactly as named
 // (case-sensitive), refusing a member name given twice and anything after
-// the object but whitespace. Values are returned unparsed but validated.
+// the object but whitespace. Values are returned unparsed but validated:
+// json.Valid checks the whole input once, then a scanner that relies on
+// its validity splits the members.
 func parseObject(b []byte) (map[string]json.RawMessage, string, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
+	if !json.Valid(b) {
+		return nil, "", errNotObject
+	}
+	i := skipSpace(b, 0)
+	if b[i] != '{' {
 		return nil, "", errNotObject
 	}
 	m := map[string]json.RawMessage{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
+	i = skipSpace(b, i+1)
+	if b[i] == '}' {
+		return m, "", nil
+	}
+	for {
+		j := endOfString(b, i)
+		key, ok := unquote(b[i:j])
+		if !ok {
 			return nil, "", errNotObject
 		}
-		key, _ := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, "", errNotObject
-		}
+		i = skipSpace(b, skipSpace(b, j)+1) // past ':'
+		j = endOfValue(b, i)
 		if _, dup := m[key]; dup {
 			return nil, key, errDuplicate
 		}
-		m[key] = raw
+		m[key] = json.RawMessage(b[i:j:j])
+		i = skipSpace(b, j)
+		if b[i] == '}' {
+			return m, "", nil
+		}
+		i = skipSpace(b, i+1) // past ','
 	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return nil, "", errNotObject
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, "", errNotObject
+	return i
+}
+
+// endOfString returns the index after the string that starts at b[i] (a
+// quote) in valid JSON.
+func endOfString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
 	}
-	return m, "", nil
+	return i
+}
+
+// endOfValue returns the index after the value that starts at b[i] in
+// valid JSON.
+func endOfValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return endOfString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = endOfString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return i
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
+}
+
+// unquote returns the string a JSON string literal (from valid JSON)
+// denotes.
+func unquote(q []byte) (string, bool) {
+	if bytes.IndexByte(q, '\\') < 0 && utf8.Valid(q) {
+		return string(q[1 : len(q)-1]), true
+	}
+	var s string
+	return s, json.Unmarshal(q, &s) == nil
 }
 
 // isNull reports whether raw is absent or the JSON literal null.

@@ -65,7 +65,7 @@ func acquire(ctx context.Context, sem chan struct{}, done <-chan struct{}) error
 
 // send writes one message.
 func (l *link) send(ctx context.Context, e *Envelope) error {
-	b, err := json.Marshal(e)
+	b, err := e.MarshalJSON() // json.Marshal would compact its output again
 	if err != nil {
 		return err
 	}
@@ -179,20 +179,22 @@ type idWindow struct {
 // idWindowSize is how many recent IDs a session remembers.
 const idWindowSize = 4096
 
-// add records id and reports whether it was new.
+// add records id and reports whether it was new. The ring grows as IDs
+// arrive: most sessions never see idWindowSize of them.
 func (w *idWindow) add(id string) bool {
 	if w.set == nil {
 		w.set = make(map[string]struct{})
-		w.ring = make([]string, idWindowSize)
 	}
 	if _, dup := w.set[id]; dup {
 		return false
 	}
-	if old := w.ring[w.next]; old != "" {
-		delete(w.set, old)
+	if len(w.ring) < idWindowSize {
+		w.ring = append(w.ring, id)
+	} else {
+		delete(w.set, w.ring[w.next])
+		w.ring[w.next] = id
+		w.next = (w.next + 1) % idWindowSize
 	}
-	w.ring[w.next] = id
-	w.next = (w.next + 1) % idWindowSize
 	w.set[id] = struct{}{}
 	return true
 }
