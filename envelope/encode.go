@@ -5,24 +5,23 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 )
 
-// The encoder of the wire types. It writes the fixed members directly
-// (the envelope is encoded twice per signature, once to sign and once to
-// verify, so reflection would cost more than the hashing) and the open
-// members (Ext, Extra) with encoding/json. The output is plain JSON, not
-// the canonical form: Canonical passes it through RFC 8785 (jcs).
+// The encoder of the wire types. It writes the fixed members directly,
+// their strings as RFC 8785 writes them (appendCanonicalString: valid
+// JSON that every decoder reads alike), and the open members (Ext, Extra)
+// with encoding/json. The output keeps the schema's member order, so it
+// is not the canonical form: Canonical writes that (canonical.go).
 
 // appendJSON appends the envelope's JSON to b; sig is written only when
 // withSig.
 func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
 	b = append(b, `{"id":`...)
-	b = appendString(b, e.ID)
+	b = appendCanonicalString(b, e.ID)
 	b = append(b, `,"ts":`...)
-	b = appendString(b, e.TS)
+	b = appendCanonicalString(b, e.TS)
 	b = append(b, `,"from":`...)
-	b = appendString(b, e.From)
+	b = appendCanonicalString(b, e.From)
 	b = append(b, `,"to":`...)
 	if e.To == nil {
 		b = append(b, "null"...)
@@ -32,15 +31,15 @@ func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, to)
+			b = appendCanonicalString(b, to)
 		}
 		b = append(b, ']')
 	}
 	b = append(b, `,"intent":`...)
-	b = appendString(b, string(e.Intent))
+	b = appendCanonicalString(b, string(e.Intent))
 	if e.ReplyTo != "" {
 		b = append(b, `,"reply_to":`...)
-		b = appendString(b, e.ReplyTo)
+		b = appendCanonicalString(b, e.ReplyTo)
 	}
 	if e.Context != nil {
 		b = append(b, `,"context":[`...)
@@ -57,7 +56,7 @@ func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
 	}
 	if e.StreamID != "" {
 		b = append(b, `,"stream_id":`...)
-		b = appendString(b, e.StreamID)
+		b = appendCanonicalString(b, e.StreamID)
 	}
 	if e.DeltaWindow != 0 {
 		if e.DeltaWindow > maxSafeInteger || e.DeltaWindow < 0 {
@@ -73,11 +72,11 @@ func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
 	}
 	if e.CapToken != "" {
 		b = append(b, `,"cap_token":`...)
-		b = appendString(b, e.CapToken)
+		b = appendCanonicalString(b, e.CapToken)
 	}
 	if withSig && e.Sig != "" {
 		b = append(b, `,"sig":`...)
-		b = appendString(b, e.Sig)
+		b = appendCanonicalString(b, e.Sig)
 	}
 	if e.Ext != nil {
 		b = append(b, `,"ext":`...)
@@ -96,24 +95,24 @@ func errDeltaWindow(n int) error {
 
 func (r *ContextRef) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"id":`...)
-	b = appendString(b, r.ID)
+	b = appendCanonicalString(b, r.ID)
 	b = append(b, `,"hash":`...)
-	b = appendString(b, r.Hash)
+	b = appendCanonicalString(b, r.Hash)
 	return appendExtra(b, r.Extra, "id", "hash")
 }
 
 func (body *Body) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"type":`...)
-	b = appendString(b, body.Type)
+	b = appendCanonicalString(b, body.Type)
 	b = append(b, `,"content":`...)
-	b = appendString(b, body.Content)
+	b = appendCanonicalString(b, body.Content)
 	if body.Encoding != "" {
 		b = append(b, `,"encoding":`...)
-		b = appendString(b, body.Encoding)
+		b = appendCanonicalString(b, body.Encoding)
 	}
 	if body.Compression != "" {
 		b = append(b, `,"compression":`...)
-		b = appendString(b, body.Compression)
+		b = appendCanonicalString(b, body.Compression)
 	}
 	return appendExtra(b, body.Extra, "type", "content", "encoding", "compression")
 }
@@ -136,51 +135,6 @@ func appendExtra(b []byte, extra map[string]any, known ...string) ([]byte, error
 		b = append(b, x[1:len(x)-1]...)
 	}
 	return append(b, '}'), nil
-}
-
-// appendString appends s as a JSON string, as encoding/json writes it
-// but without HTML escaping: ", \ and control characters escaped, invalid
-// UTF-8 replaced by U+FFFD.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				const hex = "0123456789abcdef"
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // marshalOpen encodes the members of an open object (Ext, Extra) with
