@@ -2,16 +2,14 @@ package envelope
 
 import (
 	"bytes"
-	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
+	"github.com/agentry-dev/agentry/internal/schemafail"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
 // The schemas of Appendix A, embedded (schemas/SOURCES.txt): envelope and
@@ -91,15 +89,7 @@ type ValidationError struct {
 }
 
 // Failure is one failing schema keyword.
-type Failure struct {
-	// Path is the JSON Pointer of the failing value ("" for the
-	// document itself).
-	Path string
-	// Keyword is the JSON Pointer of the failing keyword in the schema.
-	Keyword string
-	// Message is the validator's explanation.
-	Message string
-}
+type Failure = schemafail.Failure
 
 func (e *ValidationError) Error() string {
 	var b strings.Builder
@@ -152,31 +142,5 @@ func validateValue(sch *jsonschema.Schema, file string, inst any) error {
 	if !errors.As(err, &ve) {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	return &ValidationError{Schema: file, Failures: failures(ve)}
-}
-
-// failures flattens the validator's error tree into its leaves.
-func failures(ve *jsonschema.ValidationError) []Failure {
-	var out []Failure
-	var walk func(u *jsonschema.OutputUnit)
-	walk = func(u *jsonschema.OutputUnit) {
-		for i := range u.Errors {
-			walk(&u.Errors[i])
-		}
-		if u.Error == nil {
-			return
-		}
-		if _, group := u.Error.Kind.(*kind.Schema); group {
-			return
-		}
-		out = append(out, Failure{Path: u.InstanceLocation, Keyword: u.KeywordLocation, Message: u.Error.String()})
-	}
-	walk(ve.DetailedOutput())
-	if len(out) == 0 {
-		out = append(out, Failure{Message: strings.TrimSpace(ve.Error())})
-	}
-	slices.SortFunc(out, func(a, b Failure) int {
-		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Keyword, b.Keyword), strings.Compare(a.Message, b.Message))
-	})
-	return slices.Compact(out)
+	return &ValidationError{Schema: file, Failures: schemafail.Failures(ve)}
 }

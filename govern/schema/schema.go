@@ -24,18 +24,16 @@ package schema
 
 import (
 	"bytes"
-	"cmp"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/schemafail"
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
 // The file names of the three schemas.
@@ -101,16 +99,7 @@ type ValidationError struct {
 }
 
 // Failure is one failing schema keyword.
-type Failure struct {
-	// Path is the JSON Pointer of the failing value in the document, ""
-	// for the document itself.
-	Path string
-	// Keyword is the JSON Pointer of the failing keyword in the schema,
-	// such as "/required" or "/properties/request_id/format".
-	Keyword string
-	// Message is the validator's explanation.
-	Message string
-}
+type Failure = schemafail.Failure
 
 func (e *ValidationError) Error() string {
 	var b strings.Builder
@@ -195,34 +184,7 @@ func validate(sch *jsonschema.Schema, file string, b []byte) error {
 	if !errors.As(err, &ve) {
 		return fmt.Errorf("uaicp: %s: %w", file, err)
 	}
-	return &ValidationError{Schema: file, Failures: failures(ve)}
-}
-
-// failures flattens the validator's error tree into its leaves.
-func failures(ve *jsonschema.ValidationError) []Failure {
-	var out []Failure
-	var walk func(u *jsonschema.OutputUnit)
-	walk = func(u *jsonschema.OutputUnit) {
-		for i := range u.Errors {
-			walk(&u.Errors[i])
-		}
-		if u.Error == nil {
-			return
-		}
-		if _, group := u.Error.Kind.(*kind.Schema); group {
-			return
-		}
-		out = append(out, Failure{Path: u.InstanceLocation, Keyword: u.KeywordLocation, Message: u.Error.String()})
-	}
-	walk(ve.DetailedOutput())
-	if len(out) == 0 {
-		out = append(out, Failure{Message: strings.TrimSpace(ve.Error())})
-	}
-	// The validator visits members in map order.
-	slices.SortFunc(out, func(a, b Failure) int {
-		return cmp.Or(strings.Compare(a.Path, b.Path), strings.Compare(a.Keyword, b.Keyword), strings.Compare(a.Message, b.Message))
-	})
-	return slices.Compact(out)
+	return &ValidationError{Schema: file, Failures: schemafail.Failures(ve)}
 }
 
 // CheckRecords validates every contract object embedded in journal
