@@ -66,6 +66,11 @@ UAIP-0.1 (stage-enforced workflows): POST /initialize, POST /execute,
 GET /api/workflows[/{name}], GET|DELETE /api/sessions/{id}. Without
 --workflows the built-in example workflow "store" is served.
 
+UIAP Core 0.1 (UI control): every workflow is also an app an agent
+controls, at /uiap/ws (WebSocket; ?workflow=NAME) and /uiap/sessions
+(HTTP binding): stages are states, the current stage's tasks and
+transitions are actions. --token applies as for UAIP.
+
 UAICP-0.3 (governed agent runs): POST /v1/runs starts a run of the
 built-in "support" agent ({"agent":"support","input":"refund o-1001",
 "wait":true}), GET /v1/runs/{id} reports it. Every tool call is gated by
@@ -265,6 +270,11 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 	for _, p := range []string{"/initialize", "/execute", "/api/workflows", "/api/workflows/", "/api/sessions/", "/"} {
 		srv.Handle(p, uaip)
 	}
+	closeUIAP, err := mountUIAP(srv, engine, f, logger)
+	if err != nil {
+		return err
+	}
+	defer closeUIAP()
 	gov, err := startGovernance(ctx, e, f, st, logger)
 	if err != nil {
 		return err

@@ -1,0 +1,246 @@
+package uicontrol_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/builtin"
+	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/scripted"
+	"github.com/agentry-dev/agentry/store/memstore"
+	"github.com/agentry-dev/agentry/uicontrol"
+	"github.com/agentry-dev/agentry/uicontrol/uiapworkflow"
+	"github.com/agentry-dev/agentry/workflow"
+)
+
+func toolCall(name string, args map[string]any) scripted.Step {
+	return scripted.Step{ToolCalls: []llm.ToolCall{{ToolName: name, Arguments: args}}}
+}
+
+// A scripted model drives the store workflow, served as a UIAP app,
+// through the app's actions as tools, which follow capabilities.changed.
+func TestToolsDriveTheStoreWorkflowApp(t *testing.T) {
+	engine, a := storeSession(t)
+	ctx := t.Context()
+	tb, err := uicontrol.Tools(ctx, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := scripted.NewT(t,
+		toolCall("search_products", map[string]any{"query": "beans"}),
+		toolCall("transition_cart", nil),
+		toolCall("add_to_cart", map[string]any{"product_id": "SKU-001", "quantity": 1}),
+		toolCall("transition_checkout", nil), // fails: user.email missing
+		toolCall("state_input", map[string]any{"state_updates": map[string]any{"user.email": "ada@example.com"}}),
+		toolCall("transition_checkout", nil),
+		toolCall("place_order", map[string]any{"payment_method": "card"}),
+		scripted.Step{Text: "Ordered."},
+	)
+	res, err := uicontrol.RunAgent(ctx, tb, agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}}, llm.Text("Buy espresso beans."), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Turn.Text() != "Ordered." {
+		t.Errorf("final text %q", res.Turn.Text())
+	}
+	offered := func(i int) []string {
+		var names []string
+		for _, tool := range m.Requests()[i].Tools {
+			names = append(names, tool.Name)
+		}
+		sort.Strings(names)
+		return names
+	}
+	want := map[int][]string{
+		0: {"get_product", "search_products", "state_input", "transition_cart"},
+		2: {"add_to_cart", "remove_from_cart", "state_input", "transition_browse", "transition_checkout", "view_cart"},
+		6: {"place_order", "state_input", "transition_cart", "transition_complete", "view_cart"},
+	}
+	for i, w := range want {
+		if got := offered(i); !slices.Equal(got, w) {
+			t.Errorf("request %d offered %v, want %v", i, got, w)
+		}
+	}
+	var failure string
+	for _, msg := range res.State.Messages() {
+		if tr, ok := msg.(*llm.ToolResultMessage); ok && tr.Results[0].IsError {
+			failure = llm.ResultText(tr.Results[0].Result)
+		}
+	}
+	if !strings.Contains(failure, "state_conflict") || !strings.Contains(failure, "user.email") {
+		t.Errorf("failure shown to the model: %q", failure)
+	}
+	if s := uaipSession(t, engine, a); s.Stage != "checkout" || s.State["order.id"] == nil {
+		t.Errorf("UAIP session at %s with state %v", s.Stage, s.State)
+	}
+	// Each tool declares the tier its action's risk maps to.
+	for _, tool := range tb.Tools() {
+		d, ok := govern.DeclarationOf(tool)
+		want := govern.WriteHighRisk // the store's tasks declare no tier
+		if strings.HasPrefix(tool.Name, "transition_") || tool.Name == "state_input" {
+			want = govern.WriteLowRisk
+		}
+		if !ok || d.Tier != want {
+			t.Errorf("%s declares %v (%v), want %v", tool.Name, d.Tier, ok, want)
+		}
+	}
+}
+
+// A governed agent gates the tools by the tiers their actions' risks map
+// to: the store's tasks declare no tier (write_high_risk) and no
+// rollback, so the governor refuses them before they reach the app; a
+// transition (write_low_risk) runs.
+func TestGovernedAgentGatesTheTools(t *testing.T) {
+	engine, a := storeSession(t)
+	ctx := t.Context()
+	tb, err := uicontrol.Tools(ctx, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := govern.New(ctx, govern.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := scripted.NewT(t,
+		toolCall("transition_cart", nil),
+		toolCall("add_to_cart", map[string]any{"product_id": "SKU-001", "quantity": 1}),
+		scripted.Step{Text: "Could not add it."},
+	)
+	opts := agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{})}}
+	res, err := uicontrol.RunAgent(ctx, tb, opts, llm.Text("Add espresso beans to the cart."), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Turn.Text() != "Could not add it." {
+		t.Errorf("final text %q", res.Turn.Text())
+	}
+	refusal := ""
+	for _, msg := range res.State.Messages() {
+		if tr, ok := msg.(*llm.ToolResultMessage); ok && tr.Results[0].IsError {
+			refusal = llm.ResultText(tr.Results[0].Result)
+		}
+	}
+	if !strings.Contains(refusal, "write_high_risk") {
+		t.Errorf("add_to_cart was not refused by the governor: %q", refusal)
+	}
+	s := uaipSession(t, engine, a)
+	if s.Stage != "cart" || s.State["cart"] != nil {
+		t.Errorf("UAIP session at %s with state %v: the transition should have run, add_to_cart not", s.Stage, s.State)
+	}
+}
+
+// storeSession serves the store workflow as a UIAP app and connects an
+// agent that confirms what the app's policy asks it to.
+func storeSession(t *testing.T) (*workflow.Engine, *uicontrol.Agent) {
+	t.Helper()
+	engine := workflow.NewEngine(memstore.New().Sessions(), nil)
+	if err := engine.Register(builtin.Store()); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := uiapworkflow.New(engine, "store", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	appT, agentT := uicontrol.Pair()
+	go srv.Serve(context.Background(), appT)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a, err := uicontrol.Connect(ctx, agentT, &uicontrol.AgentOptions{
+		Extensions: []uicontrol.ExtensionOffer{{ID: uicontrol.ExtensionAction, Versions: []string{"0.1"}}},
+		Confirm:    func(context.Context, *uicontrol.ActionConfirmation) (bool, error) { return true, nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return engine, a
+}
+
+// uaipSession returns the UAIP session behind a's UIAP session.
+func uaipSession(t *testing.T, engine *workflow.Engine, a *uicontrol.Agent) *workflow.Session {
+	t.Helper()
+	var info uiapworkflow.Info
+	if err := json.Unmarshal(a.Capabilities().Capabilities.Extra["workflow"], &info); err != nil {
+		t.Fatal(err)
+	}
+	s, err := engine.Session(context.Background(), info.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestToolsReadTheDocument(t *testing.T) {
+	app := uicontrol.NewApp(nil)
+	doc, err := uicontrol.DecodeCapabilityDocument([]byte(`{
+		"actions": [
+			{"id": "cart.view", "description": "Show the cart.", "readOnly": true, "risk": "low"},
+			{"id": "cart.add", "args": {"type": "object", "properties": {"sku": {"type": "string"}}}},
+			{"id": "pay", "name": "Pay"},
+			{"id": "cart:add"},
+			{"description": "no id: skipped"}
+		],
+		"risk": {"cart.add": "low", "pay": {"level": "HIGH"}}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := app.SetCapabilities(ctx, doc, ""); err != nil {
+		t.Fatal(err)
+	}
+	appT, agentT := uicontrol.Pair()
+	go app.Serve(ctx, appT)
+	defer app.Close()
+	a, err := uicontrol.Connect(ctx, agentT, &uicontrol.AgentOptions{CapabilityDelivery: uicontrol.DeliveryDeferred})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	tb, err := uicontrol.Tools(ctx, a, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		name, desc string
+		tier       govern.Tier
+		props      bool
+	}
+	var gots []got
+	for _, tool := range tb.Tools() {
+		d, _ := govern.DeclarationOf(tool)
+		_, props := tool.Parameters["properties"].(map[string]any)
+		gots = append(gots, got{tool.Name, tool.Description, d.Tier, props})
+	}
+	want := []got{
+		{"cart_view", "Show the cart. Risk: low.", govern.ReadOnly, true},
+		{"cart_add", "Run the app's action cart.add. Risk: low.", govern.WriteLowRisk, true},
+		{"pay", "Pay. Risk: high.", govern.WriteHighRisk, true},
+		{"cart_add_2", "Run the app's action cart:add.", govern.WriteHighRisk, true},
+	}
+	if !slices.Equal(gots, want) {
+		t.Errorf("tools\n got %+v\nwant %+v", gots, want)
+	}
+	if tb.Changed() {
+		t.Error("Changed before any change")
+	}
+	doc.Actions = []byte(`[{"id":"pay"}]`)
+	if _, err := app.SetCapabilities(ctx, doc, "fewer"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !tb.Changed() && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if !tb.Changed() || len(tb.Tools()) != 1 || tb.Changed() {
+		t.Error("the toolbox did not follow capabilities.changed")
+	}
+}

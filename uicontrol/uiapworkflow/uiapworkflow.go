@@ -1,0 +1,405 @@
+// Package uiapworkflow serves UAIP workflows (package workflow) as UIAP
+// apps (package uicontrol): each UIAP session drives one UAIP session of
+// a workflow, so one service is reachable by both protocols.
+//
+// The capability document of a session (docs/spec-notes/uiap.md,
+// "Workflows as apps") lists the workflow's stages as states, the
+// current one marked; the current stage's tasks, the transitions allowed
+// from it and a state input as actions, each with its argument schema
+// and risk. Every action runs through the workflow engine, so UAIP's
+// stage rules hold; after an action that changed the stage or the state
+// the session gets capabilities.changed with the new document.
+package uiapworkflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/uicontrol"
+	"github.com/agentry-dev/agentry/workflow"
+)
+
+// Action IDs besides the tasks, which keep their names.
+const (
+	// TransitionPrefix prefixes the stage a transition action moves to:
+	// "transition:checkout".
+	TransitionPrefix = "transition:"
+	// ActionStateInput sets session state keys ({"state_updates": {…}}),
+	// as UAIP's state_input does.
+	ActionStateInput = "state:input"
+)
+
+// RiskOf maps a task's UAICP risk tier to a UIAP risk: read_only is low,
+// write_low_risk medium, write_high_risk high. An undeclared tier is high,
+// as a governed agent treats it.
+func RiskOf(t govern.Tier) uicontrol.Risk {
+	switch t {
+	case govern.ReadOnly:
+		return uicontrol.RiskLow
+	case govern.WriteLowRisk:
+		return uicontrol.RiskMedium
+	}
+	return uicontrol.RiskHigh
+}
+
+// Options configures a Server. The zero value works.
+type Options struct {
+	// App configures each session's uicontrol.App (source, heartbeat,
+	// policy, rate limit, logger…).
+	App uicontrol.AppOptions
+}
+
+// Server serves one workflow of an engine as a UIAP app. Each connection
+// that starts a session gets an app of its own, bound to a new UAIP
+// session created when session.initialize arrives; a session.resume is
+// routed to the app of the session it names. Serve is the function the
+// bindings (uicontrol.NewWSHandler, uicontrol.NewHTTPHandler) take. Its
+// methods are safe for concurrent use.
+type Server struct {
+	engine *workflow.Engine
+	wf     *workflow.Workflow
+	opts   Options
+
+	mu       sync.Mutex
+	sessions map[string]*binding // by UIAP session ID
+	live     map[*binding]struct{}
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+// New returns a Server for the workflow named name, which must be
+// registered on engine; opts may be nil.
+func New(engine *workflow.Engine, name string, opts *Options) (*Server, error) {
+	wf, ok := engine.Workflow(name)
+	if !ok {
+		return nil, fmt.Errorf("uiapworkflow: workflow %q is not registered", name)
+	}
+	s := &Server{engine: engine, wf: wf, sessions: map[string]*binding{}, live: map[*binding]struct{}{}}
+	if opts != nil {
+		s.opts = *opts
+	}
+	return s, nil
+}
+
+// Workflow returns the served workflow's name.
+func (s *Server) Workflow() string { return s.wf.Name }
+
+// Serve runs one connection (see uicontrol.App.Serve).
+func (s *Server) Serve(ctx context.Context, t uicontrol.Transport) error {
+	first, err := t.Receive(ctx)
+	if err != nil {
+		_ = t.Close()
+		return nil
+	}
+	return s.serve(ctx, t, first)
+}
+
+// serve runs a connection whose first message, already received, is
+// first.
+func (s *Server) serve(ctx context.Context, t uicontrol.Transport, first []byte) error {
+	b := s.route(first)
+	if b == nil {
+		_ = t.Close()
+		return uicontrol.ErrClosed
+	}
+	err := b.app.Serve(ctx, &tap{Transport: t, b: b, first: first})
+	s.release(b)
+	return err
+}
+
+// knows reports whether the UIAP session id is one of s's.
+func (s *Server) knows(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[id] != nil
+}
+
+// route returns the binding a connection whose first message is first
+// belongs to: the resumed session's, or a new one.
+func (s *Server) route(first []byte) *binding {
+	var m struct {
+		Type    string `json:"type"`
+		Payload struct {
+			SessionID string `json:"sessionId"`
+		} `json:"payload"`
+	}
+	_ = json.Unmarshal(first, &m) // the app decodes it strictly
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	if m.Type == uicontrol.TypeResume {
+		if b := s.sessions[m.Payload.SessionID]; b != nil {
+			b.conns++
+			return b
+		}
+	}
+	b := &binding{srv: s, app: uicontrol.NewApp(&s.opts.App), conns: 1}
+	s.live[b] = struct{}{}
+	return b
+}
+
+// release ends a connection of b; an app whose session is gone (or was
+// never made) is closed, one whose session waits for a resume is closed
+// when that session ends.
+func (s *Server) release(b *binding) {
+	s.mu.Lock()
+	b.conns--
+	conns, id := b.conns, b.uiapID
+	s.mu.Unlock()
+	if conns > 0 {
+		return
+	}
+	var as *uicontrol.AppSession
+	if id != "" {
+		as = b.app.Session(id)
+	}
+	if as == nil {
+		s.drop(b)
+		return
+	}
+	s.mu.Lock()
+	if b.watching || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	b.watching = true
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		<-as.Done() // also when the Server closes the app
+		s.drop(b)
+	}()
+}
+
+// drop closes b's app and forgets b unless a connection still uses it.
+func (s *Server) drop(b *binding) {
+	s.mu.Lock()
+	if b.conns > 0 {
+		b.watching = false
+		s.mu.Unlock()
+		return
+	}
+	delete(s.live, b)
+	if b.uiapID != "" && s.sessions[b.uiapID] == b {
+		delete(s.sessions, b.uiapID)
+	}
+	s.mu.Unlock()
+	_ = b.app.Close()
+}
+
+// Close ends every session (as a lost transport would, without
+// session.terminate) and waits for what the Server started. The UAIP
+// sessions stay: they expire as the engine's sessions do.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	bs := slices.Collect(maps.Keys(s.live))
+	s.mu.Unlock()
+	for _, b := range bs {
+		_ = b.app.Close()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// binding is one UIAP session's app and its UAIP session.
+type binding struct {
+	srv *Server
+	app *uicontrol.App
+
+	once   sync.Once
+	uaipID string // set once, by start
+	err    error
+
+	// guarded by srv.mu
+	uiapID   string
+	conns    int
+	watching bool
+}
+
+// start creates the UAIP session and publishes its first document,
+// once, before the app answers session.initialize.
+func (b *binding) start(ctx context.Context) error {
+	b.once.Do(func() {
+		sess, err := b.srv.engine.Initialize(ctx, b.srv.wf.Name)
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.uaipID = sess.ID
+		b.registerActions()
+		_, b.err = b.app.SetCapabilities(ctx, b.srv.document(sess), "")
+	})
+	return b.err
+}
+
+// registerActions registers every task of every stage, every transition
+// target and the state input: the capability document offers only those
+// of the current stage, and the engine refuses the others.
+func (b *binding) registerActions() {
+	wf := b.srv.wf
+	tiers := map[string][]govern.Tier{}
+	for _, st := range wf.Stages {
+		for name, t := range st.Tasks {
+			tiers[name] = append(tiers[name], t.Risk)
+		}
+	}
+	for name, ts := range tiers {
+		risk := uicontrol.RiskHigh
+		if !slices.ContainsFunc(ts, func(t govern.Tier) bool { return !t.Valid() }) {
+			risk = RiskOf(govern.Strictest(ts...))
+		}
+		b.app.HandleAction(name, risk, func(ctx context.Context, _ *uicontrol.AppSession, req *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
+			var args map[string]any
+			if err := req.DecodeArgs(&args); err != nil {
+				return nil, uicontrol.NewError(uicontrol.CodeBadRequest, "args must be an object")
+			}
+			return b.execute(ctx, &workflow.ExecuteRequest{Action: workflow.ActionMethodCall, Task: name, Args: args})
+		})
+	}
+	targets := map[string]bool{}
+	for _, tos := range wf.Transitions {
+		for _, to := range tos {
+			targets[to] = true
+		}
+	}
+	for to := range targets {
+		b.app.HandleAction(TransitionPrefix+to, uicontrol.RiskMedium, func(ctx context.Context, _ *uicontrol.AppSession, _ *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
+			return b.execute(ctx, &workflow.ExecuteRequest{Action: workflow.ActionStageTransition, Stage: to})
+		})
+	}
+	b.app.HandleAction(ActionStateInput, uicontrol.RiskMedium, func(ctx context.Context, _ *uicontrol.AppSession, req *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
+		var args struct {
+			StateUpdates map[string]any `json:"state_updates"`
+		}
+		if err := req.DecodeArgs(&args); err != nil || args.StateUpdates == nil {
+			return nil, uicontrol.NewError(uicontrol.CodeBadRequest, "args must be {\"state_updates\": {…}}")
+		}
+		return b.execute(ctx, &workflow.ExecuteRequest{Action: workflow.ActionStateInput, StateUpdates: args.StateUpdates})
+	})
+}
+
+// execute runs req on the UAIP session and publishes the document of the
+// session it leaves (a no-op when nothing changed); the change goes out
+// before the action's result.
+func (b *binding) execute(ctx context.Context, req *workflow.ExecuteRequest) (any, error) {
+	req.WorkflowName = b.srv.wf.Name
+	res, err := b.srv.engine.Execute(ctx, b.uaipID, req)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	reason := ""
+	if req.Action == workflow.ActionStageTransition {
+		reason = "stage " + res.Session.Stage
+	}
+	if _, err := b.app.SetCapabilities(ctx, b.srv.document(res.Session), reason); err != nil {
+		return nil, err
+	}
+	switch req.Action {
+	case workflow.ActionMethodCall:
+		return res.Result, nil
+	case workflow.ActionStageTransition:
+		return map[string]any{"stage": res.Session.Stage}, nil
+	}
+	return map[string]any{"stage": res.Session.Stage, "state": res.Session.State}, nil
+}
+
+// wireError maps an engine error to the UIAP error the agent gets. The
+// engine's details are what UAIP sends its clients too.
+func wireError(err error) error {
+	var we *workflow.Error
+	if !errors.As(err, &we) {
+		return err
+	}
+	code := uicontrol.CodeBadRequest
+	switch {
+	case errors.Is(err, workflow.ErrTaskNotInStage), errors.Is(err, workflow.ErrInvalidTransition),
+		errors.Is(err, workflow.ErrPrerequisites), errors.Is(err, workflow.ErrConflict):
+		code = uicontrol.CodeStateConflict
+	case errors.Is(err, workflow.ErrSessionNotFound):
+		code = uicontrol.CodeSessionNotActive
+	case errors.Is(err, workflow.ErrInternal), errors.Is(err, workflow.ErrTaskUnavailable):
+		code = uicontrol.CodeInternalError
+	}
+	e := uicontrol.NewError(code, we.Detail)
+	e.Retryable = errors.Is(err, workflow.ErrConflict) || errors.Is(err, workflow.ErrTaskUnavailable)
+	if len(we.Missing) > 0 || len(we.Errors) > 0 || len(we.Allowed) > 0 {
+		e.Details = map[string]any{}
+		if len(we.Missing) > 0 {
+			e.Details["missing"] = we.Missing
+		}
+		if len(we.Errors) > 0 {
+			e.Details["errors"] = we.Errors
+		}
+		if len(we.Allowed) > 0 {
+			e.Details["allowed"] = we.Allowed
+		}
+	}
+	return e
+}
+
+// tap passes a connection through to the binding's app, creating the
+// UAIP session when the first session.initialize arrives and noting the
+// UIAP session ID the app assigns.
+type tap struct {
+	uicontrol.Transport
+	b     *binding
+	first []byte
+}
+
+func (t *tap) Receive(ctx context.Context) ([]byte, error) {
+	msg := t.first
+	t.first = nil
+	if msg == nil {
+		var err error
+		if msg, err = t.Transport.Receive(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if messageType(msg) == uicontrol.TypeInitialize {
+		if err := t.b.start(ctx); err != nil {
+			// Without a UAIP session there is nothing to serve.
+			t.b.srv.logger().Warn("uiapworkflow: starting a workflow session failed", "workflow", t.b.srv.wf.Name, "error", err)
+			return nil, err
+		}
+	}
+	return msg, nil
+}
+
+func (t *tap) Send(ctx context.Context, msg []byte) error {
+	srv := t.b.srv
+	srv.mu.Lock()
+	known := t.b.uiapID != ""
+	srv.mu.Unlock()
+	if !known && messageType(msg) == uicontrol.TypeInitialized {
+		var m struct {
+			Payload struct {
+				SessionID string `json:"sessionId"`
+			} `json:"payload"`
+		}
+		if json.Unmarshal(msg, &m) == nil && m.Payload.SessionID != "" {
+			srv.mu.Lock()
+			t.b.uiapID = m.Payload.SessionID
+			srv.sessions[m.Payload.SessionID] = t.b
+			srv.mu.Unlock()
+		}
+	}
+	return t.Transport.Send(ctx, msg)
+}
+
+func messageType(msg []byte) string {
+	var m struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(msg, &m)
+	return m.Type
+}
