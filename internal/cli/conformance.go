@@ -82,7 +82,7 @@ Without --workflow the first workflow GET /api/workflows lists is tested
 	fl.StringVar(&token, "token", "", "bearer token the server requires")
 	fl.DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each request")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.AddCommand(uaip, conformanceUAMPCmd(e))
+	cmd.AddCommand(uaip, conformanceUAMPCmd(e), conformanceUIAPCmd(e))
 	return cmd
 }
 

@@ -65,3 +65,17 @@ func TestUIAPConnect(t *testing.T) {
 		t.Errorf("an ftp URL: exit %d, want 2", code)
 	}
 }
+
+// TestConformanceUIAPAgainstServe: agentry conformance uiap passes against
+// the workflow apps agentry serve exposes.
+func TestConformanceUIAPAgainstServe(t *testing.T) {
+	srv := serveInProcess(t, t.TempDir(), "--tls-addr", "")
+	url := "ws" + strings.TrimPrefix(srv.plainURL, "http") + "/uiap/ws?workflow=store"
+	code, out, errs := runCLI(t, "", "conformance", "uiap", "--url", url)
+	if code != 0 || !strings.Contains(out, "12 passed, 0 failed") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	if code, _, _ := runCLI(t, "", "conformance", "uiap", "--url", "http://x"); code != 2 {
+		t.Errorf("an http URL: exit %d, want 2", code)
+	}
+}
