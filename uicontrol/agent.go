@@ -39,6 +39,11 @@ type AgentOptions struct {
 	// receives messages: it must return quickly and must not call the
 	// Agent's blocking methods.
 	OnEvent func(*Envelope)
+	// InitializeExt is sent as the ext of session.initialize: extension
+	// data by extension ID (such as the workflow an agentry app should
+	// bind the session to, uiapworkflow.ExtWorkflow). Each value must
+	// encode to JSON; core field names are refused as ext keys.
+	InitializeExt map[string]any
 	// Confirm answers the app's requests to confirm an action
 	// (action.confirm); nil answers "not confirmed".
 	Confirm ConfirmFunc
@@ -110,6 +115,16 @@ func Connect(ctx context.Context, t Transport, opts *AgentOptions) (*Agent, erro
 	env, err := a.stamp().envelope(KindRequest, TypeInitialize, a.offer)
 	if err != nil {
 		return nil, err
+	}
+	if len(a.opts.InitializeExt) > 0 {
+		env.Ext = make(map[string]json.RawMessage, len(a.opts.InitializeExt))
+		for k, v := range a.opts.InitializeExt {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("uicontrol: InitializeExt[%q]: %w", k, err)
+			}
+			env.Ext[k] = b
+		}
 	}
 	l := newLink(context.Background(), t)
 	a.mu.Lock()

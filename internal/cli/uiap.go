@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/agentry-dev/agentry/uicontrol"
+	"github.com/agentry-dev/agentry/uicontrol/uiapworkflow"
 	"github.com/spf13/cobra"
 )
 
@@ -24,7 +25,7 @@ func uiapCmd(e *env) *cobra.Command {
 }
 
 func uiapConnectCmd(e *env) *cobra.Command {
-	var token string
+	var token, workflowName string
 	var confirm bool
 	cmd := &cobra.Command{
 		Use:   "connect URL",
@@ -53,15 +54,16 @@ at end of input. Against agentry serve: ws://127.0.0.1:8080/uiap/ws?workflow=sto
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fromEnv(cmd, "token", "AGENTRY_TOKEN", &token)
-			return uiapConnect(cmd.Context(), e, args[0], token, confirm)
+			return uiapConnect(cmd.Context(), e, args[0], token, workflowName, confirm)
 		},
 	}
 	cmd.Flags().StringVar(&token, "token", "", "bearer token for the app's endpoint (env AGENTRY_TOKEN)")
 	cmd.Flags().BoolVar(&confirm, "yes", false, "confirm every action the app asks to confirm")
+	cmd.Flags().StringVar(&workflowName, "workflow", "", "with agentry serve: the workflow to drive (sent in session.initialize's ext; works over both bindings)")
 	return cmd
 }
 
-func uiapConnect(ctx context.Context, e *env, url, token string, confirm bool) error {
+func uiapConnect(ctx context.Context, e *env, url, token, workflowName string, confirm bool) error {
 	header := http.Header{}
 	if token != "" {
 		header.Set("Authorization", "Bearer "+token)
@@ -89,9 +91,14 @@ func uiapConnect(ctx context.Context, e *env, url, token string, confirm bool) e
 		defer mu.Unlock()
 		fmt.Fprintf(e.stdout, "%s\n", b)
 	}
+	var ext map[string]any
+	if workflowName != "" {
+		ext = map[string]any{uiapworkflow.ExtWorkflow: map[string]string{"name": workflowName}}
+	}
 	a, err := uicontrol.Connect(ctx, t, &uicontrol.AgentOptions{
-		Extensions: []uicontrol.ExtensionOffer{{ID: uicontrol.ExtensionAction, Versions: []string{"0.1"}}},
-		OnEvent:    func(env *uicontrol.Envelope) { print(map[string]any{"event": env}) },
+		InitializeExt: ext,
+		Extensions:    []uicontrol.ExtensionOffer{{ID: uicontrol.ExtensionAction, Versions: []string{"0.1"}}},
+		OnEvent:       func(env *uicontrol.Envelope) { print(map[string]any{"event": env}) },
 		Confirm: func(_ context.Context, c *uicontrol.ActionConfirmation) (bool, error) {
 			print(map[string]any{"confirm": c, "confirmed": confirm})
 			return confirm, nil

@@ -61,6 +61,13 @@ func TestUIAPConnect(t *testing.T) {
 	if code, out, _ := runCLI(t, "action nope {}\n", "uiap", "connect", "ws"+strings.TrimPrefix(srv.plainURL, "http")+"/uiap/ws?workflow=store"); code != 1 || !strings.Contains(out, "capability_unavailable") {
 		t.Errorf("an unknown action: exit %d\n%s", code, out)
 	}
+	// The workflow travels in session.initialize's ext, over either binding.
+	if code, out, _ := runCLI(t, "ping\n", "uiap", "connect", srv.plainURL+"/uiap", "--workflow", "store"); code != 0 || !strings.Contains(out, `"pong":true`) {
+		t.Errorf("--workflow store over HTTP: exit %d\n%s", code, out)
+	}
+	if code, out, errs := runCLI(t, "ping\n", "uiap", "connect", srv.plainURL+"/uiap", "--workflow", "nope"); code == 0 {
+		t.Errorf("--workflow nope over HTTP was accepted:\n%s%s", out, errs)
+	}
 	if code, _, _ := runCLI(t, "", "uiap", "connect", "ftp://x"); code != 2 {
 		t.Errorf("an ftp URL: exit %d, want 2", code)
 	}
