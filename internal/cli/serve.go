@@ -19,6 +19,7 @@ import (
 	"github.com/agentry-dev/agentry/server"
 	"github.com/agentry-dev/agentry/store/memstore"
 	"github.com/agentry-dev/agentry/store/sqlstore"
+	"github.com/agentry-dev/agentry/web"
 	"github.com/agentry-dev/agentry/workflow"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -69,7 +70,9 @@ GET /api/workflows[/{name}], GET|DELETE /api/sessions/{id}. Without
 UIAP Core 0.1 (UI control): every workflow is also an app an agent
 controls, at /uiap/ws (WebSocket; ?workflow=NAME) and /uiap/sessions
 (HTTP binding): stages are states, the current stage's tasks and
-transitions are actions. --token applies as for UAIP.
+transitions are actions. --token applies as for UAIP. A web page can be
+the app: /web/uiap.js is the browser module, /web/demo/ a demo store whose
+WebSocket (/web/demo/ws) is served by a scripted agent that shops in it.
 
 UAICP-0.3 (governed agent runs): POST /v1/runs starts a run of the
 built-in "support" agent ({"agent":"support","input":"refund o-1001",
@@ -275,6 +278,8 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 		return err
 	}
 	defer closeUIAP()
+	srv.Handle("/web/", web.Handler()) // browser UIAP apps (issue 7 item 8)
+	srv.Handle("/web/demo/ws", web.DemoAgentHandler(&web.DemoOptions{OriginPatterns: f.cors, Logger: logger}))
 	gov, err := startGovernance(ctx, e, f, st, logger)
 	if err != nil {
 		return err
