@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/agentry-dev/agentry/internal/schemafail"
@@ -92,21 +91,7 @@ type ValidationError struct {
 type Failure = schemafail.Failure
 
 func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("does not match " + e.Schema)
-	for i, f := range e.Failures {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		at := f.Path
-		if at == "" {
-			at = "(root)"
-		}
-		b.WriteString(at + ": " + f.Message)
-	}
-	return b.String()
+	return schemafail.Describe(e.Schema, e.Failures)
 }
 
 // ValidateEnvelope validates the JSON text b against the envelope schema

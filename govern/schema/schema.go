@@ -28,7 +28,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/agentry-dev/agentry/govern"
@@ -102,22 +101,7 @@ type ValidationError struct {
 type Failure = schemafail.Failure
 
 func (e *ValidationError) Error() string {
-	var b strings.Builder
-	b.WriteString("uaicp: does not match ")
-	b.WriteString(e.Schema)
-	for i, f := range e.Failures {
-		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
-		}
-		at := f.Path
-		if at == "" {
-			at = "(root)"
-		}
-		b.WriteString(at + ": " + f.Message)
-	}
-	return b.String()
+	return "uaicp: " + schemafail.Describe(e.Schema, e.Failures)
 }
 
 // ValidateEnvelope validates the JSON text b against

@@ -53,3 +53,23 @@ func Failures(ve *jsonschema.ValidationError) []Failure {
 	})
 	return slices.Compact(out)
 }
+
+// Describe is the text of a schema mismatch: "does not match SCHEMA:
+// PATH: MESSAGE; …", the document itself named "(root)".
+func Describe(schema string, fs []Failure) string {
+	var b strings.Builder
+	b.WriteString("does not match " + schema)
+	for i, f := range fs {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		at := f.Path
+		if at == "" {
+			at = "(root)"
+		}
+		b.WriteString(at + ": " + f.Message)
+	}
+	return b.String()
+}
