@@ -211,6 +211,10 @@ func (s *Service) Get(ctx context.Context, requestID string) (*Run, error) {
 	env := r.Envelope()
 	out.Envelope, out.Agent = &env, r.Resumer()
 	switch {
+	case env.State == govern.Deliver && running:
+		// Journaled as delivered, its result not saved yet: a run is
+		// reported delivered only with its output.
+		out.Status = Running
 	case env.State == govern.Deliver:
 		out.Status = Delivered
 		if st, err := s.results.Load(ctx, requestID); err == nil {
