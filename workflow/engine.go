@@ -59,7 +59,7 @@ type EngineOptions struct {
 	Now func() time.Time
 	// CacheSessions keeps up to this many sessions in memory after each
 	// write, saving the store read before the next action. Only for a
-	// store this engine alone writes (SQLite): with several server
+	// store this engine alone writes (SQLite, memory): with several server
 	// processes on one store, a stale cached session makes the next write
 	// lose its compare-and-swap (409). 0 disables the cache.
 	CacheSessions int

@@ -281,21 +281,37 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request) {
 	s := res.Session
 	wf, _ := h.engine.Workflow(s.Workflow)
 	w.Header().Set(HeaderSessionID, s.ID)
-	b, err := json.Marshal(executeResponse{SessionID: s.ID, Workflow: s.Workflow, Action: res.Action,
-		CurrentStage: s.Stage, Version: s.Version, Result: res.Result, State: s.State})
-	if err != nil {
+	buf := respBufs.Get().(*bytes.Buffer)
+	defer putRespBuf(buf)
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(executeResponse{SessionID: s.ID, Workflow: s.Workflow, Action: res.Action,
+		CurrentStage: s.Stage, Version: s.Version, Result: res.Result, State: s.State}); err != nil {
 		h.fail(w, r, fmt.Errorf("encoding the response: %w", err))
 		return
 	}
-	// Splice the stage's pre-encoded "next" in rather than re-encoding it.
+	// Splice the stage's pre-encoded "next" in rather than re-encoding it:
+	// the object's closing "}\n" is replaced by ,"next":…}\n.
 	next := h.nextFor(wf, s.Stage)
-	out := make([]byte, 0, len(b)+len(next)+10)
-	out = append(append(append(append(out, b[:len(b)-1]...), `,"next":`...), next...), "}\n"...)
+	buf.Truncate(buf.Len() - 2)
+	buf.WriteString(`,"next":`)
+	buf.Write(next)
+	buf.WriteString("}\n")
 	h2 := w.Header()
 	h2.Set("Content-Type", "application/json")
-	h2.Set("Content-Length", strconv.Itoa(len(out))) // not chunked, even past net/http's buffer
+	h2.Set("Content-Length", strconv.Itoa(buf.Len())) // not chunked, even past net/http's buffer
 	w.WriteHeader(http.StatusOK)
-	w.Write(out)
+	w.Write(buf.Bytes())
+}
+
+// respBufs recycles the buffers /execute responses are encoded into.
+var respBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putRespBuf returns a buffer to respBufs unless it grew unusually large
+// (a huge result), so one big response does not stay pinned in the pool.
+func putRespBuf(b *bytes.Buffer) {
+	if b.Cap() <= 64<<10 {
+		respBufs.Put(b)
+	}
 }
 
 // Next is what an agent can do in a stage: its tasks with their schemas
