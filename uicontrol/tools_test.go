@@ -3,6 +3,7 @@ package uicontrol_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -80,23 +81,27 @@ func TestToolsDriveTheStoreWorkflowApp(t *testing.T) {
 	if s := uaipSession(t, engine, a); s.Stage != "checkout" || s.State["order.id"] == nil {
 		t.Errorf("UAIP session at %s with state %v", s.Stage, s.State)
 	}
-	// Each tool declares the tier its action's risk maps to.
+	// Each tool declares the tier its action's risk maps to: the store's
+	// tasks declare theirs (view_cart read_only, place_order
+	// write_high_risk); transitions and the state input are medium risk.
+	tiers := map[string]govern.Tier{}
 	for _, tool := range tb.Tools() {
-		d, ok := govern.DeclarationOf(tool)
-		want := govern.WriteHighRisk // the store's tasks declare no tier
-		if strings.HasPrefix(tool.Name, "transition_") || tool.Name == "state_input" {
-			want = govern.WriteLowRisk
+		if d, ok := govern.DeclarationOf(tool); ok {
+			tiers[tool.Name] = d.Tier
 		}
-		if !ok || d.Tier != want {
-			t.Errorf("%s declares %v (%v), want %v", tool.Name, d.Tier, ok, want)
-		}
+	}
+	wantTiers := map[string]govern.Tier{"view_cart": govern.ReadOnly, "place_order": govern.WriteHighRisk,
+		"state_input": govern.WriteLowRisk, "transition_cart": govern.WriteLowRisk, "transition_complete": govern.WriteLowRisk}
+	if !maps.Equal(tiers, wantTiers) {
+		t.Errorf("tools declare %v, want %v", tiers, wantTiers)
 	}
 }
 
 // A governed agent gates the tools by the tiers their actions' risks map
-// to: the store's tasks declare no tier (write_high_risk) and no
-// rollback, so the governor refuses them before they reach the app; a
-// transition (write_low_risk) runs.
+// to: a read (read_only), cart changes, the state input and transitions
+// (write_low_risk) run, but place_order is write_high_risk and a UIAP
+// action carries no rollback, so the governor refuses it before it
+// reaches the app.
 func TestGovernedAgentGatesTheTools(t *testing.T) {
 	engine, a := storeSession(t)
 	ctx := t.Context()
@@ -109,30 +114,41 @@ func TestGovernedAgentGatesTheTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := scripted.NewT(t,
+		toolCall("search_products", map[string]any{"query": "beans"}),
 		toolCall("transition_cart", nil),
 		toolCall("add_to_cart", map[string]any{"product_id": "SKU-001", "quantity": 1}),
-		scripted.Step{Text: "Could not add it."},
+		toolCall("state_input", map[string]any{"state_updates": map[string]any{"user.email": "ada@example.com"}}),
+		toolCall("transition_checkout", nil),
+		toolCall("place_order", map[string]any{"payment_method": "card"}),
+		scripted.Step{Text: "Could not order it."},
 	)
 	opts := agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{})}}
-	res, err := uicontrol.RunAgent(ctx, tb, opts, llm.Text("Add espresso beans to the cart."), nil)
+	res, err := uicontrol.RunAgent(ctx, tb, opts, llm.Text("Order espresso beans."), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Turn.Text() != "Could not add it." {
+	if res.Turn.Text() != "Could not order it." {
 		t.Errorf("final text %q", res.Turn.Text())
 	}
+	var failed []bool // per tool result, in order
 	refusal := ""
 	for _, msg := range res.State.Messages() {
-		if tr, ok := msg.(*llm.ToolResultMessage); ok && tr.Results[0].IsError {
-			refusal = llm.ResultText(tr.Results[0].Result)
+		if tr, ok := msg.(*llm.ToolResultMessage); ok {
+			failed = append(failed, tr.Results[0].IsError)
+			if tr.Results[0].IsError {
+				refusal = llm.ResultText(tr.Results[0].Result)
+			}
 		}
 	}
+	if want := []bool{false, false, false, false, false, true}; !slices.Equal(failed, want) {
+		t.Errorf("tool results failed %v, want %v (only place_order refused)", failed, want)
+	}
 	if !strings.Contains(refusal, "write_high_risk") {
-		t.Errorf("add_to_cart was not refused by the governor: %q", refusal)
+		t.Errorf("place_order was not refused by the governor: %q", refusal)
 	}
 	s := uaipSession(t, engine, a)
-	if s.Stage != "cart" || s.State["cart"] != nil {
-		t.Errorf("UAIP session at %s with state %v: the transition should have run, add_to_cart not", s.Stage, s.State)
+	if cart, _ := s.State["cart"].(map[string]any); s.Stage != "checkout" || cart["SKU-001"] != 1.0 || s.State["order.id"] != nil {
+		t.Errorf("UAIP session at %s with state %v: the lower tiers should have run, place_order not", s.Stage, s.State)
 	}
 }
 

@@ -1,6 +1,7 @@
 // Package builtin holds the example workflows agentry serves when none are
 // configured: a small online store (browse → cart → checkout → complete)
-// whose tasks keep their data in the UAIP session state.
+// whose tasks keep their data in the UAIP session state and declare their
+// UAICP risk tiers.
 package builtin
 
 import (
@@ -11,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/workflow"
 )
@@ -45,9 +47,10 @@ func product(id string) (Product, bool) {
 
 // State keys the store uses. "user.email" is one literal key.
 const (
-	keyCart  = "cart"
-	keyEmail = "user.email"
-	keyOrder = "order.id"
+	keyCart      = "cart"
+	keyEmail     = "user.email"
+	keyOrder     = "order.id"
+	keyCancelled = "order.cancelled" // the id of the order cancel_order cancelled
 )
 
 var (
@@ -110,14 +113,44 @@ func stringArg(args map[string]any, k string) string {
 	return s
 }
 
-func task(name, description string, params llm.Schema, run workflow.TaskFunc) *workflow.Task {
-	return &workflow.Task{Name: name, Description: description, Parameters: params, Run: run}
+func task(name, description string, risk govern.Tier, params llm.Schema, run workflow.TaskFunc) *workflow.Task {
+	return &workflow.Task{Name: name, Description: description, Risk: risk, Parameters: params, Run: run}
 }
 
-var viewCart = task("view_cart", "Show the cart with subtotals and the total.", noArgs,
-	func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
-		return &workflow.TaskResponse{Result: summary(cartOf(req.State))}, nil
-	})
+func viewCart() *workflow.Task {
+	return task("view_cart", "Show the cart with subtotals and the total.", govern.ReadOnly, noArgs,
+		func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
+			return &workflow.TaskResponse{Result: summary(cartOf(req.State))}, nil
+		})
+}
+
+// cancelOrder returns place_order's compensating task: it clears "order.id",
+// so the cart can be ordered again, and keeps the cancelled id in
+// "order.cancelled". It is idempotent, as a rollback must be (a crash in
+// the middle of a rollback runs it again): with no order placed it
+// changes nothing. Cancelling refunds the customer and can be undone by
+// ordering again, hence write_low_risk.
+func cancelOrder() *workflow.Task {
+	return task("cancel_order", "Cancel the placed order.", govern.WriteLowRisk, noArgs,
+		func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
+			id, ok := req.State[keyOrder]
+			if !ok {
+				return &workflow.TaskResponse{Result: orderStatus(req.State)}, nil
+			}
+			return &workflow.TaskResponse{Result: map[string]any{"order_id": id, "status": "cancelled"},
+				StateUpdates: map[string]any{keyOrder: nil, keyCancelled: id}}, nil
+		})
+}
+
+func orderStatus(state map[string]any) map[string]any {
+	if id, ok := state[keyOrder]; ok {
+		return map[string]any{"order_id": id, "status": "confirmed"}
+	}
+	if id, ok := state[keyCancelled]; ok {
+		return map[string]any{"order_id": id, "status": "cancelled"}
+	}
+	return map[string]any{"order_id": nil, "status": "none"}
+}
 
 // Store returns the example store workflow:
 //
@@ -125,14 +158,28 @@ var viewCart = task("view_cart", "Show the cart with subtotals and the total.", 
 //
 // Entering checkout needs "user.email" (set it with state_input) and a
 // "cart"; completing needs an "order.id", which place_order sets.
+//
+// Risk tiers: the searches, product and cart views and the order status
+// only read (read_only); filling the cart and cancelling an order are
+// write_low_risk; place_order pays, so it is write_high_risk. A governor
+// refuses a write_high_risk call without rollback metadata
+// (ROLLBACK_REQUIRED), which would leave a governed agent unable to ever
+// check out; place_order therefore declares cancel_order as its rollback.
+// A governed agent driving the store over UAIP (workflow.NewToolset, with
+// govern.Options.Rollbacks[workflow.RollbackType] set to
+// workflow.RollbackHandler) then gets place_order approved by a human, and
+// a run that fails afterwards cancels the order. (UIAP actions carry no
+// rollback: a governed agent using the store's UIAP tools is still refused
+// place_order.)
 func Store() *workflow.Workflow {
+	cartView := viewCart() // one task, listed in two stages
 	return &workflow.Workflow{
 		Name:         "store",
 		Description:  "A small online store: find products, fill a cart, check out.",
 		InitialStage: "browse",
 		Stages: map[string]*workflow.Stage{
 			"browse": {Name: "browse", Description: "Search the catalog and look at products.", Tasks: map[string]*workflow.Task{
-				"search_products": task("search_products", "Search products by text and/or category.",
+				"search_products": task("search_products", "Search products by text and/or category.", govern.ReadOnly,
 					llm.Schema{"type": "object", "properties": map[string]any{
 						"query":    map[string]any{"type": "string", "description": "words to look for in the name"},
 						"category": map[string]any{"type": "string", "enum": []any{"coffee", "tea", "equipment", "supplies"}},
@@ -147,7 +194,7 @@ func Store() *workflow.Workflow {
 						}
 						return &workflow.TaskResponse{Result: map[string]any{"products": found}}, nil
 					}),
-				"get_product": task("get_product", "Get one product by id.",
+				"get_product": task("get_product", "Get one product by id.", govern.ReadOnly,
 					llm.Schema{"type": "object", "properties": map[string]any{"product_id": productID},
 						"required": []any{"product_id"}, "additionalProperties": false},
 					func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
@@ -159,7 +206,7 @@ func Store() *workflow.Workflow {
 					}),
 			}},
 			"cart": {Name: "cart", Description: "Fill the cart.", Tasks: map[string]*workflow.Task{
-				"add_to_cart": task("add_to_cart", "Add a quantity of a product to the cart.",
+				"add_to_cart": task("add_to_cart", "Add a quantity of a product to the cart.", govern.WriteLowRisk,
 					llm.Schema{"type": "object", "properties": map[string]any{
 						"product_id": productID,
 						"quantity":   map[string]any{"type": "integer", "minimum": 1, "maximum": 100},
@@ -178,7 +225,7 @@ func Store() *workflow.Workflow {
 						cart[id] += int(q)
 						return &workflow.TaskResponse{Result: summary(cart), StateUpdates: map[string]any{keyCart: cartValue(cart)}}, nil
 					}),
-				"remove_from_cart": task("remove_from_cart", "Remove a product from the cart.",
+				"remove_from_cart": task("remove_from_cart", "Remove a product from the cart.", govern.WriteLowRisk,
 					llm.Schema{"type": "object", "properties": map[string]any{"product_id": productID},
 						"required": []any{"product_id"}, "additionalProperties": false},
 					func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
@@ -190,35 +237,20 @@ func Store() *workflow.Workflow {
 						delete(cart, id)
 						return &workflow.TaskResponse{Result: summary(cart), StateUpdates: map[string]any{keyCart: cartValue(cart)}}, nil
 					}),
-				"view_cart": viewCart,
+				"view_cart": cartView,
 			}},
 			"checkout": {Name: "checkout", Description: "Pay for the cart.", Prerequisites: []string{keyEmail, keyCart},
 				Tasks: map[string]*workflow.Task{
-					"view_cart": viewCart,
-					"place_order": task("place_order", "Place the order and pay.",
-						llm.Schema{"type": "object", "properties": map[string]any{
-							"payment_method": map[string]any{"type": "string", "enum": []any{"card", "invoice"}},
-						}, "required": []any{"payment_method"}, "additionalProperties": false},
-						func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
-							if _, done := req.State[keyOrder]; done {
-								return nil, errors.New("the order was already placed")
-							}
-							cart := cartOf(req.State)
-							if len(cart) == 0 {
-								return nil, errors.New("the cart is empty")
-							}
-							order := "ORD-" + strings.ToUpper(req.SessionID[:8])
-							sum := summary(cart)
-							sum["order_id"], sum["email"], sum["payment_method"] = order, req.State[keyEmail], stringArg(req.Args, "payment_method")
-							return &workflow.TaskResponse{Result: sum, StateUpdates: map[string]any{keyOrder: order}}, nil
-						}),
+					"view_cart":   cartView,
+					"place_order": placeOrder(),
 				}},
 			"complete": {Name: "complete", Description: "The order is placed.", Prerequisites: []string{keyOrder},
 				Tasks: map[string]*workflow.Task{
-					"order_status": task("order_status", "Status of the placed order.", noArgs,
+					"order_status": task("order_status", "Status of the placed order.", govern.ReadOnly, noArgs,
 						func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
-							return &workflow.TaskResponse{Result: map[string]any{"order_id": req.State[keyOrder], "status": "confirmed"}}, nil
+							return &workflow.TaskResponse{Result: orderStatus(req.State)}, nil
 						}),
+					"cancel_order": cancelOrder(),
 				}},
 		},
 		Transitions: map[string][]string{
@@ -228,4 +260,28 @@ func Store() *workflow.Workflow {
 			"complete": {},
 		},
 	}
+}
+
+// placeOrder places the order and pays: write_high_risk, with cancel_order
+// as its rollback (see Store).
+func placeOrder() *workflow.Task {
+	t := task("place_order", "Place the order and pay.", govern.WriteHighRisk,
+		llm.Schema{"type": "object", "properties": map[string]any{
+			"payment_method": map[string]any{"type": "string", "enum": []any{"card", "invoice"}},
+		}, "required": []any{"payment_method"}, "additionalProperties": false},
+		func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
+			if _, done := req.State[keyOrder]; done {
+				return nil, errors.New("the order was already placed")
+			}
+			cart := cartOf(req.State)
+			if len(cart) == 0 {
+				return nil, errors.New("the cart is empty")
+			}
+			order := "ORD-" + strings.ToUpper(req.SessionID[:8])
+			sum := summary(cart)
+			sum["order_id"], sum["email"], sum["payment_method"] = order, req.State[keyEmail], stringArg(req.Args, "payment_method")
+			return &workflow.TaskResponse{Result: sum, StateUpdates: map[string]any{keyOrder: order}}, nil
+		})
+	t.Rollback = &workflow.TaskRollback{Task: "cancel_order"}
+	return t
 }

@@ -48,5 +48,5 @@ func Example() {
 	fmt.Println(string(c.Capabilities.Risk))
 	// Output:
 	// stage cart
-	// {"add_to_cart":"high","remove_from_cart":"high","state:input":"medium","transition:browse":"medium","transition:checkout":"medium","view_cart":"high"}
+	// {"add_to_cart":"medium","remove_from_cart":"medium","state:input":"medium","transition:browse":"medium","transition:checkout":"medium","view_cart":"low"}
 }

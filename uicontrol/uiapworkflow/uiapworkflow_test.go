@@ -30,9 +30,13 @@ func newEngine(t *testing.T) *workflow.Engine {
 func agentOptions() *uicontrol.AgentOptions {
 	return &uicontrol.AgentOptions{
 		Extensions: []uicontrol.ExtensionOffer{{ID: uicontrol.ExtensionAction, Versions: []string{"0.1"}}},
-		// The store's tasks declare no tier: they are high risk, which the
-		// default policy has the agent confirm.
-		Confirm: func(context.Context, *uicontrol.ActionConfirmation) (bool, error) { return true, nil },
+		// Only place_order (write_high_risk) is high risk, which the
+		// default policy has the agent confirm; the store's other tasks
+		// declare lower tiers and run unconfirmed, so any other
+		// confirmation is refused (and the call fails).
+		Confirm: func(_ context.Context, c *uicontrol.ActionConfirmation) (bool, error) {
+			return c.ActionID == "place_order", nil
+		},
 	}
 }
 
@@ -97,8 +101,8 @@ func shop(t *testing.T, engine *workflow.Engine, a *uicontrol.Agent) {
 	if _, ok := acts["add_to_cart"]; ok {
 		t.Error("browse offers add_to_cart, a task of another stage")
 	}
-	if a := acts["search_products"]; a.Risk != uicontrol.RiskHigh || a.Args["type"] != "object" {
-		t.Errorf("search_products: %+v (undeclared tier is high risk; args a schema)", a)
+	if a := acts["search_products"]; a.Risk != uicontrol.RiskLow || !a.ReadOnly || a.Args["type"] != "object" {
+		t.Errorf("search_products: %+v (read_only tier is low risk and read-only; args a schema)", a)
 	}
 	var info uiapworkflow.Info
 	if err := json.Unmarshal(doc.Extra["workflow"], &info); err != nil || info.Name != "store" || info.SessionID == "" {
@@ -125,8 +129,8 @@ func shop(t *testing.T, engine *workflow.Engine, a *uicontrol.Agent) {
 	if got := currentState(t, ch.Capabilities); got != "cart" {
 		t.Errorf("current state %q, want cart", got)
 	}
-	if _, ok := actionsOf(t, ch.Capabilities)["add_to_cart"]; !ok {
-		t.Errorf("cart does not offer add_to_cart: %s", ch.Capabilities.Actions)
+	if a, ok := actionsOf(t, ch.Capabilities)["add_to_cart"]; !ok || a.Risk != uicontrol.RiskMedium || a.ReadOnly {
+		t.Errorf("cart does not offer add_to_cart (write_low_risk: medium risk, not read-only): %s", ch.Capabilities.Actions)
 	}
 	call(t, a, "add_to_cart", map[string]any{"product_id": "SKU-001", "quantity": 2})
 	// Prerequisites hold too: checkout needs user.email.
@@ -139,6 +143,9 @@ func shop(t *testing.T, engine *workflow.Engine, a *uicontrol.Agent) {
 	call(t, a, "transition:checkout", nil)
 	if got := currentState(t, a.Capabilities().Capabilities); got != "checkout" {
 		t.Errorf("after transition:checkout the agent's document is at %q", got)
+	}
+	if a := actionsOf(t, a.Capabilities().Capabilities)["place_order"]; a.Risk != uicontrol.RiskHigh || a.ReadOnly {
+		t.Errorf("place_order: %+v (write_high_risk is high risk)", a)
 	}
 	r := call(t, a, "place_order", map[string]any{"payment_method": "invoice"})
 	if !strings.Contains(string(r), "order_id") {
