@@ -122,6 +122,8 @@ func NewError(c Code, msg string, cause error) *Error {
 	return &Error{Code: c, Message: msg, Retry: c.Retryable(), cause: cause}
 }
 
+// Error returns "uamp CODE: MESSAGE", followed by the cause's text unless
+// the message already begins with it.
 func (e *Error) Error() string {
 	s := "uamp " + string(e.Code) + ": " + e.Message
 	if e.cause != nil && !strings.HasPrefix(e.cause.Error(), strings.TrimSuffix(e.Message, "…")) {

@@ -38,6 +38,7 @@ type compiledSchemas struct {
 // $id URLs serve nothing).
 type noLoader struct{}
 
+// Load fails for every url.
 func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("schema %s is not embedded and is not fetched", url)
 }
@@ -90,6 +91,8 @@ type ValidationError struct {
 // Failure is one failing schema keyword.
 type Failure = schemafail.Failure
 
+// Error returns "does not match SCHEMA" followed by each failure's
+// instance path and message.
 func (e *ValidationError) Error() string {
 	return schemafail.Describe(e.Schema, e.Failures)
 }

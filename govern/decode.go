@@ -31,6 +31,8 @@ type DecodeError struct {
 	Message string
 }
 
+// Error returns "govern: decode: " followed by the path, cut to 64 bytes,
+// when there is one, and the message.
 func (e *DecodeError) Error() string {
 	if e.Path == "" {
 		return "govern: decode: " + e.Message
@@ -228,6 +230,7 @@ type duplicateMemberError struct {
 	name string
 }
 
+// Error returns "duplicate member " followed by the quoted member name.
 func (e *duplicateMemberError) Error() string { return "duplicate member " + quote(e.name) }
 
 // decodeState holds the first error of a decoding; once set, every

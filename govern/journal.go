@@ -176,6 +176,8 @@ type ChainError struct {
 	Reason string
 }
 
+// Error returns a message naming the record at which the chain breaks
+// and the reason.
 func (e *ChainError) Error() string {
 	return fmt.Sprintf("govern: journal chain broken at record %d: %s", e.Seq, e.Reason)
 }

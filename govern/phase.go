@@ -57,6 +57,7 @@ type TransitionError struct {
 	From, To Phase
 }
 
+// Error returns a message naming the illegal transition's two phases.
 func (e *TransitionError) Error() string {
 	return fmt.Sprintf("govern: illegal transition %s → %s", e.From, e.To)
 }

@@ -86,6 +86,8 @@ type Error struct {
 	Err      error
 }
 
+// Error returns "govern: " followed by the reasons, comma-separated, the
+// tool in parentheses when set and the detail when set.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("govern: ")

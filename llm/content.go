@@ -138,13 +138,26 @@ type BinaryBlock struct {
 	Metadata map[string]any
 }
 
-func (TextBlock) BlockType() BlockType      { return BlockText }
+// BlockType reports BlockText.
+func (TextBlock) BlockType() BlockType { return BlockText }
+
+// BlockType reports BlockReasoning.
 func (ReasoningBlock) BlockType() BlockType { return BlockReasoning }
-func (ImageBlock) BlockType() BlockType     { return BlockImage }
-func (DocumentBlock) BlockType() BlockType  { return BlockDocument }
-func (AudioBlock) BlockType() BlockType     { return BlockAudio }
-func (VideoBlock) BlockType() BlockType     { return BlockVideo }
-func (BinaryBlock) BlockType() BlockType    { return BlockBinary }
+
+// BlockType reports BlockImage.
+func (ImageBlock) BlockType() BlockType { return BlockImage }
+
+// BlockType reports BlockDocument.
+func (DocumentBlock) BlockType() BlockType { return BlockDocument }
+
+// BlockType reports BlockAudio.
+func (AudioBlock) BlockType() BlockType { return BlockAudio }
+
+// BlockType reports BlockVideo.
+func (VideoBlock) BlockType() BlockType { return BlockVideo }
+
+// BlockType reports BlockBinary.
+func (BinaryBlock) BlockType() BlockType { return BlockBinary }
 
 func (TextBlock) isInput()      {}
 func (ReasoningBlock) isInput() {}

@@ -80,6 +80,9 @@ type Error struct {
 	RetryAfter time.Duration
 }
 
+// Error returns "PROVIDER: CODE: MESSAGE", with " (HTTP STATUS)" after the
+// code when StatusCode is set; PROVIDER defaults to "llm" and MESSAGE to
+// the cause's text.
 func (e *Error) Error() string {
 	msg := e.Message
 	if msg == "" && e.Cause != nil {

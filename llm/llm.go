@@ -519,6 +519,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error returns "tool panicked: " followed by the panic value.
 func (p *PanicError) Error() string { return fmt.Sprintf("tool panicked: %v", p.Value) }
 
 // guard runs f, turning a panic into a *PanicError.

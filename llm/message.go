@@ -111,8 +111,13 @@ func NewToolResultMessage(results []ToolResult) *ToolResultMessage {
 	return &ToolResultMessage{MessageInfo: newInfo(), Results: results}
 }
 
-func (*UserMessage) Type() MessageType       { return TypeUser }
-func (*AssistantMessage) Type() MessageType  { return TypeAssistant }
+// Type reports TypeUser.
+func (*UserMessage) Type() MessageType { return TypeUser }
+
+// Type reports TypeAssistant.
+func (*AssistantMessage) Type() MessageType { return TypeAssistant }
+
+// Type reports TypeToolResult.
 func (*ToolResultMessage) Type() MessageType { return TypeToolResult }
 
 func (*UserMessage) isMessage()       {}
@@ -122,13 +127,21 @@ func (*UserMessage) isInput()         {}
 func (*AssistantMessage) isInput()    {}
 func (*ToolResultMessage) isInput()   {}
 
-func (m *UserMessage) Blocks() []ContentBlock      { return m.Content }
+// Blocks returns the message's Content.
+func (m *UserMessage) Blocks() []ContentBlock { return m.Content }
+
+// Blocks returns the message's Content (not its tool calls).
 func (m *AssistantMessage) Blocks() []ContentBlock { return m.Content }
+
+// Blocks returns nil: a tool result message has no content blocks.
 func (m *ToolResultMessage) Blocks() []ContentBlock {
 	return nil
 }
 
-func (m *UserMessage) Text() string      { return joinText(m.Content) }
+// Text returns the text blocks of Content joined by a blank line.
+func (m *UserMessage) Text() string { return joinText(m.Content) }
+
+// Text returns the text blocks of Content joined by a blank line.
 func (m *AssistantMessage) Text() string { return joinText(m.Content) }
 
 // Text returns each result as text (strings as they are, anything else as

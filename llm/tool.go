@@ -209,6 +209,8 @@ type ArgumentsError struct {
 	Schema Schema
 }
 
+// Error returns a message naming the tool and the reason and, when Schema
+// is set, asking for a new call matching the schema, given as JSON.
 func (e *ArgumentsError) Error() string {
 	msg := fmt.Sprintf("Invalid arguments for tool '%s': %s.", e.Tool, e.Reason)
 	if e.Schema != nil {

@@ -84,6 +84,8 @@ func newErrorf(code Code, format string, args ...any) *Error {
 	return NewError(code, fmt.Sprintf(format, args...))
 }
 
+// Error returns "uiap: CODE", followed by ": MESSAGE" when there is a
+// message.
 func (e *Error) Error() string {
 	if e.Message == "" {
 		return "uiap: " + string(e.Code)

@@ -29,6 +29,7 @@ type FieldError struct {
 	Message string `json:"message"`
 }
 
+// Error returns Detail.
 func (e *Error) Error() string { return e.Detail }
 
 // String returns "path: message", or the message alone at the root.

@@ -74,6 +74,8 @@ type LoadError struct {
 	Message string
 }
 
+// Error returns "FILE[:LINE]: [PATH: ]MESSAGE", the line and path only
+// when known.
 func (e *LoadError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)

@@ -133,6 +133,7 @@ type plan struct {
 	planners sync.Map // *agent.Agent → *llm.LLMInstance
 }
 
+// Name returns "plan".
 func (*plan) Name() string { return "plan" }
 
 // PlanError reports a plan the model did not produce or that is invalid.
@@ -141,6 +142,7 @@ type PlanError struct {
 	Reply  string // the model's reply text
 }
 
+// Error returns "execution: no usable plan: " followed by Reason.
 func (e *PlanError) Error() string { return "execution: no usable plan: " + e.Reason }
 
 // StepFailedError reports a plan step that failed when replanning was not
@@ -150,10 +152,12 @@ type StepFailedError struct {
 	Err  error
 }
 
+// Error returns a message naming the failed step's ID and its error.
 func (e *StepFailedError) Error() string {
 	return fmt.Sprintf("execution: plan step %q failed: %v", e.Step.ID, e.Err)
 }
 
+// Unwrap returns the failed step's error, for errors.Is/As.
 func (e *StepFailedError) Unwrap() error { return e.Err }
 
 // planner returns the instance that produces plans: the agent's options
@@ -181,6 +185,9 @@ func (p *plan) planner(ec *agent.ExecutionContext) (*llm.LLMInstance, error) {
 	return inst, nil
 }
 
+// Execute plans (unless resuming an unfinished plan), runs the steps in
+// dependency order, replanning after failures as the options allow, and
+// asks for the final answer unless NoFinalAnswer.
 func (p *plan) Execute(ctx context.Context, ec *agent.ExecutionContext) (*agent.Result, error) {
 	state := ec.Begin()
 	steps := state.Plan()

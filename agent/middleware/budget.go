@@ -90,6 +90,8 @@ type BudgetExceededError struct {
 	State *agent.State
 }
 
+// Error returns a message naming the limit exceeded, the amount used and
+// the limit, as durations for LimitDuration.
 func (e *BudgetExceededError) Error() string {
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	if e.Kind == LimitDuration {
@@ -141,8 +143,11 @@ type budgetRun struct {
 	microCost     float64
 }
 
+// Name returns "budget".
 func (b *budget) Name() string { return "budget" }
 
+// Before starts the run's count, failing when MaxCost is set and Prices
+// has no price for the agent's model.
 func (b *budget) Before(ctx context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
 	r, err := b.newRun(mc)
 	if err != nil {
@@ -213,10 +218,12 @@ func (b *budget) OnStep(ctx context.Context, mc *agent.MiddlewareContext, step a
 	return nil, nil
 }
 
+// After returns res unchanged.
 func (b *budget) After(ctx context.Context, mc *agent.MiddlewareContext, res *agent.Result) (*agent.Result, error) {
 	return res, nil
 }
 
+// OnError does not recover: it passes err on.
 func (b *budget) OnError(ctx context.Context, mc *agent.MiddlewareContext, err error) (*agent.Result, error) {
 	return nil, nil
 }

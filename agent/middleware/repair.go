@@ -53,6 +53,8 @@ type RepairExhaustedError struct {
 	State *agent.State
 }
 
+// Error returns a message naming the tool and the number of failed
+// attempts, followed by the last failure's reason when there is one.
 func (e *RepairExhaustedError) Error() string {
 	msg := fmt.Sprintf("middleware: tool %q received invalid arguments %d times in a row", e.Tool, e.Attempts)
 	if e.Last != nil {
@@ -108,6 +110,7 @@ type repairRun struct {
 	failures map[string]int
 }
 
+// Name returns "tool-argument-repair".
 func (r *repair) Name() string { return "tool-argument-repair" }
 
 func (r *repair) maxRetries() int {
@@ -154,6 +157,7 @@ func (r *repair) WrapTool(t llm.Tool) llm.Tool {
 	return t
 }
 
+// Before does nothing: the work is done by WrapTool and OnStep.
 func (r *repair) Before(ctx context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
 	return nil, nil
 }
@@ -229,10 +233,12 @@ func inCallOrder(t *llm.Turn) []llm.ToolExecution {
 	return execs
 }
 
+// After returns res unchanged.
 func (r *repair) After(ctx context.Context, mc *agent.MiddlewareContext, res *agent.Result) (*agent.Result, error) {
 	return res, nil
 }
 
+// OnError does not recover: it passes err on.
 func (r *repair) OnError(ctx context.Context, mc *agent.MiddlewareContext, err error) (*agent.Result, error) {
 	return nil, nil
 }
@@ -244,6 +250,7 @@ const schemaURL = "urn:agentry:tool-parameters"
 // contained, and compiling it must not read files or the network.
 type noLoader struct{}
 
+// Load fails for every url.
 func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("external schema %s is not loaded", url)
 }

@@ -35,6 +35,8 @@ type Error struct {
 	Message string
 }
 
+// Error returns "approvalapi: CODE: MESSAGE (HTTP STATUS)", with the
+// status text in place of an empty Code.
 func (e *Error) Error() string {
 	code := e.Code
 	if code == "" {

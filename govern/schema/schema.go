@@ -60,6 +60,7 @@ type compiled struct {
 // validation never reads files or the network.
 type noLoader struct{}
 
+// Load fails for every url.
 func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("schema %s is not embedded and is not fetched", url)
 }
@@ -100,6 +101,8 @@ type ValidationError struct {
 // Failure is one failing schema keyword.
 type Failure = schemafail.Failure
 
+// Error returns "uaicp: does not match SCHEMA" followed by each
+// failure's instance path and message.
 func (e *ValidationError) Error() string {
 	return "uaicp: " + schemafail.Describe(e.Schema, e.Failures)
 }
