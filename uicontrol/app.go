@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -261,33 +262,92 @@ func (a *App) Serve(ctx context.Context, t Transport) error {
 		a.mu.Unlock()
 		a.wg.Done()
 	}()
-	c := &appConn{app: a, l: l}
+	c := &appConn{app: a, l: l, ctx: ctx, done: make(chan error, 1), baton: make(chan struct{})}
+	c.read()
+	return <-c.done
+}
+
+// read receives and handles messages until the connection ends, then
+// reports Serve's result on c.done. A message that needs a handler
+// (c.job) hands the reading over to a spare goroutine of the connection
+// (or a new one) and runs the handler on this one: the connection is
+// read while the handler works, and the reply goes out without first
+// switching goroutines. The goroutine then waits as a spare; reusing
+// spares saves starting goroutines and growing their stacks per message.
+func (c *appConn) read() {
+	l := c.l
 	for {
-		raw, err := t.Receive(l.ctx)
+		raw, err := l.t.Receive(l.ctx)
 		if err != nil {
-			closedHere := l.isClosed()
-			l.close()
-			if s := c.session; s != nil {
-				s.linkLost(l)
-			}
-			switch {
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case closedHere || errors.Is(err, ErrClosed):
-				return nil
-			}
-			return err
+			c.done <- c.lost(err)
+			return
 		}
 		c.handle(raw)
+		job := c.job
+		if job == nil {
+			continue
+		}
+		c.job = nil
+		select {
+		case c.baton <- struct{}{}: // a spare reads on
+		default:
+			c.app.wg.Go(c.read)
+		}
+		job()
+		if !c.spare() {
+			return
+		}
 	}
+}
+
+// maxSpares bounds the goroutines a connection keeps waiting to read.
+const maxSpares = 2
+
+// spare waits until the reading is handed to this goroutine (true) or
+// the connection ends (false); with maxSpares waiting already it returns
+// false at once.
+func (c *appConn) spare() bool {
+	if c.spares.Add(1) > maxSpares {
+		c.spares.Add(-1)
+		return false
+	}
+	defer c.spares.Add(-1)
+	select {
+	case <-c.baton:
+		return true
+	case <-c.l.done:
+		return false
+	}
+}
+
+// lost ends the connection after Receive failed with err and returns
+// Serve's result.
+func (c *appConn) lost(err error) error {
+	closedHere := c.l.isClosed()
+	c.l.close()
+	if s := c.session; s != nil {
+		s.linkLost(c.l)
+	}
+	switch {
+	case c.ctx.Err() != nil:
+		return c.ctx.Err()
+	case closedHere || errors.Is(err, ErrClosed):
+		return nil
+	}
+	return err
 }
 
 // appConn is the receiving side of one connection.
 type appConn struct {
 	app     *App
 	l       *link
-	session *AppSession // nil until a handshake or resume on this link
-	seen    idWindow    // message IDs before a session is attached
+	ctx     context.Context // Serve's
+	done    chan error      // Serve's result, sent once by the last reader
+	job     func()          // set by handle: a handler to run off the read loop
+	baton   chan struct{}   // hands the reading to a spare goroutine
+	spares  atomic.Int32    // goroutines waiting for the baton
+	session *AppSession     // nil until a handshake or resume on this link
+	seen    idWindow        // message IDs before a session is attached
 }
 
 func (c *appConn) stamp() stamp {
@@ -413,7 +473,7 @@ func (c *appConn) handle(raw []byte) {
 
 func (c *appConn) dispatch(h HandlerFunc, env *Envelope) {
 	s, a := c.session, c.app
-	a.wg.Go(func() {
+	c.job = func() {
 		reply, err := func() (r *Reply, err error) {
 			defer func() {
 				if p := recover(); p != nil {
@@ -438,7 +498,7 @@ func (c *appConn) dispatch(h HandlerFunc, env *Envelope) {
 			out = s.stamp().errorFor(env, we)
 		}
 		_ = s.sendOn(c.l, out)
-	})
+	}
 }
 
 func (c *appConn) initialize(env *Envelope) {

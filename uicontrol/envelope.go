@@ -3,7 +3,9 @@ package uicontrol
 import (
 	"bytes"
 	"encoding/json"
-	"regexp"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,35 +81,126 @@ type Envelope struct {
 // in UTC at millisecond precision, as in the spec's examples.
 const TimeFormat = "2006-01-02T15:04:05.000Z"
 
-type wireEnvelope struct {
-	UIAP          string                     `json:"uiap"`
-	Kind          Kind                       `json:"kind"`
-	Type          string                     `json:"type"`
-	ID            string                     `json:"id"`
-	SessionID     string                     `json:"sessionId,omitempty"`
-	CorrelationID string                     `json:"correlationId,omitempty"`
-	TS            string                     `json:"ts"`
-	Source        EndpointRef                `json:"source"`
-	Target        *EndpointRef               `json:"target,omitempty"`
-	Seq           int64                      `json:"seq,omitempty"`
-	Requires      []string                   `json:"requires,omitempty"`
-	Payload       json.RawMessage            `json:"payload"`
-	Ext           map[string]json.RawMessage `json:"ext,omitempty"`
-}
-
 // MarshalJSON writes the envelope with the spec's field names in the
 // spec's order, omitting absent optional fields; a nil Payload is written
-// as {} (§4.1 rule 2: never null).
+// as {} (§4.1 rule 2: never null). The output is byte for byte what
+// encoding/json writes for these fields (strings and raw JSON with <, >
+// and & escaped, ext in key order), written directly.
 func (e *Envelope) MarshalJSON() ([]byte, error) {
+	return e.appendJSON(make([]byte, 0, 224+len(e.Payload)))
+}
+
+func (e *Envelope) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, `{"uiap":`...)
+	b = appendJSONString(b, e.UIAP)
+	b = append(b, `,"kind":`...)
+	b = appendJSONString(b, string(e.Kind))
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, e.Type)
+	b = append(b, `,"id":`...)
+	b = appendJSONString(b, e.ID)
+	if e.SessionID != "" {
+		b = append(b, `,"sessionId":`...)
+		b = appendJSONString(b, e.SessionID)
+	}
+	if e.CorrelationID != "" {
+		b = append(b, `,"correlationId":`...)
+		b = appendJSONString(b, e.CorrelationID)
+	}
+	b = append(b, `,"ts":`...)
+	b = appendJSONString(b, e.TS.UTC().Format(TimeFormat))
+	b = append(b, `,"source":`...)
+	b = appendEndpointRef(b, &e.Source)
+	if e.Target != nil {
+		b = append(b, `,"target":`...)
+		b = appendEndpointRef(b, e.Target)
+	}
+	if e.Seq != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, e.Seq, 10)
+	}
+	if len(e.Requires) > 0 {
+		b = append(b, `,"requires":[`...)
+		for i, r := range e.Requires {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, r)
+		}
+		b = append(b, ']')
+	}
 	p := e.Payload
 	if isNull(p) {
 		p = json.RawMessage("{}")
 	}
-	return json.Marshal(wireEnvelope{
-		UIAP: e.UIAP, Kind: e.Kind, Type: e.Type, ID: e.ID, SessionID: e.SessionID,
-		CorrelationID: e.CorrelationID, TS: e.TS.UTC().Format(TimeFormat), Source: e.Source,
-		Target: e.Target, Seq: e.Seq, Requires: e.Requires, Payload: p, Ext: e.Ext,
-	})
+	b = append(b, `,"payload":`...)
+	var err error
+	if b, err = appendRawJSON(b, p); err != nil {
+		return nil, fmt.Errorf("uicontrol: envelope payload: %w", err)
+	}
+	if len(e.Ext) > 0 {
+		b = append(b, `,"ext":{`...)
+		for i, id := range slices.Sorted(maps.Keys(e.Ext)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, id)
+			b = append(b, ':')
+			if b, err = appendRawJSON(b, e.Ext[id]); err != nil {
+				return nil, fmt.Errorf("uicontrol: envelope ext %q: %w", id, err)
+			}
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}'), nil
+}
+
+func appendEndpointRef(b []byte, r *EndpointRef) []byte {
+	b = append(b, `{"role":`...)
+	b = appendJSONString(b, r.Role)
+	b = append(b, `,"id":`...)
+	b = appendJSONString(b, r.ID)
+	if r.InstanceID != "" {
+		b = append(b, `,"instanceId":`...)
+		b = appendJSONString(b, r.InstanceID)
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as encoding/json writes a string: printable
+// ASCII other than ", \, <, > and & as is, anything else through
+// encoding/json itself.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// appendRawJSON appends raw as encoding/json writes a json.RawMessage:
+// validated, compacted, with <, >, &, U+2028 and U+2029 escaped; nil is
+// null (and empty but not nil is refused, as it is not JSON).
+func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
+	if raw == nil {
+		return append(b, "null"...), nil
+	}
+	start := len(b)
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return nil, err
+	}
+	b = buf.Bytes()
+	if bytes.ContainsAny(b[start:], "<>&\u2028\u2029") {
+		var esc bytes.Buffer
+		json.HTMLEscape(&esc, b[start:])
+		b = append(b[:start], esc.Bytes()...)
+	}
+	return b, nil
 }
 
 // envelopeFields are the members UIAP Core defines; an ext entry must not
@@ -117,10 +210,24 @@ var envelopeFields = map[string]bool{
 	"ts": true, "source": true, "target": true, "seq": true, "requires": true, "payload": true, "ext": true,
 }
 
-var versionPattern = regexp.MustCompile(`^[0-9]{1,9}\.[0-9]{1,9}$`)
+// validVersion reports whether v has the form major.minor (§3): one to
+// nine digits, a dot, one to nine digits.
+func validVersion(v string) bool {
+	major, minor, ok := strings.Cut(v, ".")
+	return ok && digits(major) && digits(minor)
+}
 
-// validVersion reports whether v has the form major.minor (§3).
-func validVersion(v string) bool { return versionPattern.MatchString(v) }
+func digits(s string) bool {
+	if len(s) < 1 || len(s) > 9 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // DecodeEnvelope decodes one message from untrusted bytes under the
 // envelope rules of §4.1 and returns it, or an *Error with code
@@ -165,39 +272,44 @@ func decodeEnvelope(b []byte, maxSize int) (*Envelope, *Error) {
 	if !utf8.Valid(b) {
 		return e, NewError(CodeInvalidMessage, "message is not valid UTF-8")
 	}
-	m, dup, err := parseObject(b)
-	if err != nil {
+	if !json.Valid(b) {
+		return e, NewError(CodeInvalidMessage, "message is not a JSON object")
+	}
+	var m envelopeMembers
+	if dup, err := m.read(b); err != nil {
 		if err == errDuplicate {
 			return e, newErrorf(CodeInvalidMessage, "member %q given twice", dup).with("field", dup)
 		}
 		return e, NewError(CodeInvalidMessage, "message is not a JSON object")
 	}
-	f := &fields{m: m, path: "envelope"}
 	fail := func(name, problem string) *Error {
 		return newErrorf(CodeInvalidMessage, "%s %s", name, problem).with("field", name)
 	}
 	// What identifies the message comes first, so that an error about
 	// anything else can name it.
-	if id, ok := readString(m["id"]); ok && runeLen(id, maxIDLength) {
+	if id, ok := readString(m.id); ok && runeLen(id, maxIDLength) {
 		e.ID = id
 	}
-	if k, ok := readString(m["kind"]); ok && validKind(Kind(k)) {
+	if k, ok := readString(m.kind); ok && validKind(Kind(k)) {
 		e.Kind = Kind(k)
 	}
-	if t, ok := readString(m["type"]); ok && t != "" {
+	if t, ok := readString(m.typ); ok && t != "" {
 		e.Type = t
 	}
 
-	for _, name := range []string{"uiap", "kind", "type", "id", "ts", "source", "payload"} {
-		if raw, present := m[name]; name == "payload" && present && isNull(raw) {
-			return e, fail(name, "must be a JSON object, not null")
+	for _, r := range [...]struct {
+		name string
+		raw  json.RawMessage
+	}{{"uiap", m.uiap}, {"kind", m.kind}, {"type", m.typ}, {"id", m.id}, {"ts", m.ts}, {"source", m.source}, {"payload", m.payload}} {
+		if r.name == "payload" && r.raw != nil && isNull(r.raw) {
+			return e, fail(r.name, "must be a JSON object, not null")
 		}
-		if isNull(m[name]) {
-			return e, fail(name, "missing")
+		if isNull(r.raw) {
+			return e, fail(r.name, "missing")
 		}
 	}
 	var ok bool
-	if e.UIAP, ok = readString(m["uiap"]); !ok || !validVersion(e.UIAP) {
+	if e.UIAP, ok = readString(m.uiap); !ok || !validVersion(e.UIAP) {
 		return e, fail("uiap", "must be a version of the form major.minor")
 	}
 	if e.Kind == "" {
@@ -212,52 +324,55 @@ func decodeEnvelope(b []byte, maxSize int) (*Envelope, *Error) {
 	if e.ID == "" {
 		return e, fail("id", "must be a string of 1..128 characters")
 	}
-	ts, ok := readString(m["ts"])
+	ts, ok := readString(m.ts)
 	if !ok {
 		return e, fail("ts", "must be a string")
 	}
 	if e.TS, ok = parseTimestamp(ts); !ok {
 		return e, fail("ts", "must be an ISO 8601 date-time in UTC")
 	}
-	src, perr := endpointRef(m["source"], "source")
+	src, perr := endpointRef(m.source, "source")
 	if perr != nil {
 		return e, perr
 	}
 	e.Source = *src
-	if p := m["payload"]; p[0] != '{' {
+	if m.payload[0] != '{' {
 		return e, fail("payload", "must be a JSON object")
 	}
-	e.Payload = m["payload"]
+	e.Payload = m.payload
 
-	if raw := m["sessionId"]; !isNull(raw) {
+	if raw := m.sessionID; !isNull(raw) {
 		if e.SessionID, ok = readString(raw); !ok || !runeLen(e.SessionID, maxIDLength) {
 			return e, fail("sessionId", "must be a string of 1..128 characters")
 		}
 	}
-	if raw := m["correlationId"]; !isNull(raw) {
+	if raw := m.correlationID; !isNull(raw) {
 		if e.CorrelationID, ok = readString(raw); !ok || !runeLen(e.CorrelationID, maxIDLength) {
 			return e, fail("correlationId", "must be a string of 1..128 characters")
 		}
 	} else if e.Kind == KindResponse {
 		return e, fail("correlationId", "missing (required for a response)")
 	}
-	if raw := m["target"]; !isNull(raw) {
+	if raw := m.target; !isNull(raw) {
 		if e.Target, perr = endpointRef(raw, "target"); perr != nil {
 			return e, perr
 		}
 	}
-	if raw := m["seq"]; !isNull(raw) {
+	if raw := m.seq; !isNull(raw) {
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || n < 0 {
 			return e, fail("seq", "must be a non-negative integer")
 		}
 		e.Seq = n
 	}
-	if e.Requires = f.strs("requires", false); f.err != nil {
-		return e, fail("requires", "must be an array of non-empty strings")
+	if m.requires != nil {
+		f := &fields{m: map[string]json.RawMessage{"requires": m.requires}, path: "envelope"}
+		if e.Requires = f.strs("requires", false); f.err != nil {
+			return e, fail("requires", "must be an array of non-empty strings")
+		}
 	}
-	if raw := m["ext"]; !isNull(raw) {
-		ext, dup, err := parseObject(raw)
+	if raw := m.ext; !isNull(raw) {
+		ext, dup, err := parseValidObject(raw)
 		if err != nil {
 			if err == errDuplicate {
 				return e, newErrorf(CodeInvalidMessage, "ext entry %q given twice", dup).with("field", "ext")
@@ -319,8 +434,70 @@ func parseTimestamp(s string) (time.Time, bool) {
 	return t.UTC(), true
 }
 
+// envelopeMembers are the raw values of an envelope's members (nil:
+// absent), read in one pass without a map.
+type envelopeMembers struct {
+	uiap, kind, typ, id, sessionID, correlationID, ts, source, target, seq, requires, payload, ext json.RawMessage
+}
+
+// read fills m from the JSON object b (valid JSON), refusing a member
+// name given twice (it returns the name with errDuplicate); members
+// UIAP Core does not define are ignored.
+func (m *envelopeMembers) read(b []byte) (string, error) {
+	var others map[string]bool // names of members UIAP Core does not define
+	var dup string
+	err := eachMember(b, func(name []byte, v json.RawMessage) error {
+		var slot *json.RawMessage
+		switch string(name) {
+		case "uiap":
+			slot = &m.uiap
+		case "kind":
+			slot = &m.kind
+		case "type":
+			slot = &m.typ
+		case "id":
+			slot = &m.id
+		case "sessionId":
+			slot = &m.sessionID
+		case "correlationId":
+			slot = &m.correlationID
+		case "ts":
+			slot = &m.ts
+		case "source":
+			slot = &m.source
+		case "target":
+			slot = &m.target
+		case "seq":
+			slot = &m.seq
+		case "requires":
+			slot = &m.requires
+		case "payload":
+			slot = &m.payload
+		case "ext":
+			slot = &m.ext
+		default:
+			if others[string(name)] {
+				dup = string(name)
+				return errDuplicate
+			}
+			if others == nil {
+				others = map[string]bool{}
+			}
+			others[string(name)] = true
+			return nil
+		}
+		if *slot != nil {
+			dup = string(name)
+			return errDuplicate
+		}
+		*slot = v
+		return nil
+	})
+	return dup, err
+}
+
 func endpointRef(raw json.RawMessage, name string) (*EndpointRef, *Error) {
-	m, dup, err := parseObject(raw)
+	m, dup, err := parseValidObject(raw)
 	if err != nil {
 		if err == errDuplicate {
 			return nil, newErrorf(CodeInvalidMessage, "%s: member %q given twice", name, dup).with("field", name)

@@ -23,30 +23,59 @@ func parseObject(b []byte) (map[string]json.RawMessage, string, error) {
 	if !json.Valid(b) {
 		return nil, "", errNotObject
 	}
-	i := skipSpace(b, 0)
-	if b[i] != '{' {
-		return nil, "", errNotObject
-	}
+	return parseValidObject(b)
+}
+
+// parseValidObject is parseObject for b known to be valid JSON (a member
+// of an object parseObject or decodeEnvelope already checked).
+func parseValidObject(b []byte) (map[string]json.RawMessage, string, error) {
 	m := map[string]json.RawMessage{}
+	var dup string
+	err := eachMember(b, func(name []byte, v json.RawMessage) error {
+		if _, seen := m[string(name)]; seen {
+			dup = string(name)
+			return errDuplicate
+		}
+		m[string(name)] = v
+		return nil
+	})
+	if err != nil {
+		return nil, dup, err
+	}
+	return m, "", nil
+}
+
+// eachMember calls visit with each member of the JSON object b, which
+// must be valid JSON, in order: its name as written, unescaped, and its
+// value unparsed. It returns errNotObject when b is not an object, else
+// the first error visit returns. The name is only valid during the call.
+func eachMember(b []byte, visit func(name []byte, v json.RawMessage) error) error {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return errNotObject
+	}
 	i = skipSpace(b, i+1)
 	if b[i] == '}' {
-		return m, "", nil
+		return nil
 	}
 	for {
 		j := endOfString(b, i)
-		key, ok := unquote(b[i:j])
-		if !ok {
-			return nil, "", errNotObject
+		name := b[i+1 : j-1]
+		if bytes.IndexByte(name, '\\') >= 0 || !utf8.Valid(name) {
+			s, ok := unquote(b[i:j])
+			if !ok {
+				return errNotObject
+			}
+			name = []byte(s)
 		}
 		i = skipSpace(b, skipSpace(b, j)+1) // past ':'
 		j = endOfValue(b, i)
-		if _, dup := m[key]; dup {
-			return nil, key, errDuplicate
+		if err := visit(name, json.RawMessage(b[i:j:j])); err != nil {
+			return err
 		}
-		m[key] = json.RawMessage(b[i:j:j])
 		i = skipSpace(b, j)
 		if b[i] == '}' {
-			return m, "", nil
+			return nil
 		}
 		i = skipSpace(b, i+1) // past ','
 	}
@@ -173,8 +202,8 @@ func (f *fields) str(name string, required bool) string {
 	if !ok {
 		return ""
 	}
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	s, ok := readString(raw)
+	if !ok {
 		f.fail(name, "must be a string")
 		return ""
 	}
