@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
+	"github.com/agentry-dev/agentry/conformance"
 	uampconf "github.com/agentry-dev/agentry/messaging/conformance"
-	"github.com/agentry-dev/agentry/workflow/conformance"
+	uaipconf "github.com/agentry-dev/agentry/workflow/conformance"
 	"github.com/spf13/cobra"
 )
 
@@ -52,23 +54,10 @@ Without --workflow the first workflow GET /api/workflows lists is tested
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			rep := conformance.Run(ctx, conformance.Options{BaseURL: url, Workflow: wf, BearerToken: token,
+			rep := uaipconf.Run(ctx, uaipconf.Options{BaseURL: url, Workflow: wf, BearerToken: token,
 				HTTPClient: &http.Client{Timeout: timeout}})
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
-					return err
-				}
-			} else {
-				for _, r := range rep.Results {
-					fmt.Fprintln(e.stdout, r)
-				}
-				summary := fmt.Sprintf("%d passed, %d failed", rep.Passed(), rep.Failed())
-				if n := rep.Skipped(); n > 0 {
-					summary += fmt.Sprintf(" (%d skipped)", n)
-				}
-				fmt.Fprintln(e.stdout, summary)
+			if err := writeReport(e.stdout, rep, rep.Results, asJSON); err != nil {
+				return err
 			}
 			if n := rep.Failed(); n > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("uaip conformance: %d of %d checks failed against %s", n, len(rep.Results), url)}
@@ -145,21 +134,8 @@ is 1 when a check failed.`,
 				ctx = context.Background()
 			}
 			rep := uampconf.Run(ctx, opts)
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
-					return err
-				}
-			} else {
-				for _, r := range rep.Results {
-					fmt.Fprintln(e.stdout, r)
-				}
-				summary := fmt.Sprintf("%d passed, %d failed", rep.Passed(), rep.Failed())
-				if n := rep.Skipped(); n > 0 {
-					summary += fmt.Sprintf(" (%d skipped)", n)
-				}
-				fmt.Fprintln(e.stdout, summary)
+			if err := writeReport(e.stdout, rep, rep.Results, asJSON); err != nil {
+				return err
 			}
 			if n := rep.Failed(); n > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("uamp conformance: %d of %d checks failed against %s", n, len(rep.Results), url)}
@@ -175,4 +151,23 @@ is 1 when a check failed.`,
 	fl.DurationVar(&timeout, "timeout", 15*time.Second, "timeout of each check")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// writeReport prints a conformance kit's report: rep as indented JSON, or
+// one line per check and then "N passed, M failed (K skipped)".
+func writeReport(w io.Writer, rep any, results conformance.Results, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	for _, r := range results {
+		fmt.Fprintln(w, r)
+	}
+	summary := fmt.Sprintf("%d passed, %d failed", results.Passed(), results.Failed())
+	if n := results.Skipped(); n > 0 {
+		summary += fmt.Sprintf(" (%d skipped)", n)
+	}
+	_, err := fmt.Fprintln(w, summary)
+	return err
 }

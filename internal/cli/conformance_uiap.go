@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -43,17 +42,8 @@ did), then "N passed, M failed". The exit status is 1 when a check failed.`,
 			if err != nil {
 				return usageError("%v", err)
 			}
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
-					return err
-				}
-			} else {
-				for _, r := range rep.Results {
-					fmt.Fprintln(e.stdout, r)
-				}
-				fmt.Fprintf(e.stdout, "%d passed, %d failed\n", rep.Passed(), rep.Failed())
+			if err := writeReport(e.stdout, rep, rep.Results, asJSON); err != nil {
+				return err
 			}
 			if n := rep.Failed(); n > 0 {
 				return &exitError{code: 1, err: fmt.Errorf("uiap conformance: %d of %d checks failed against %s", n, len(rep.Results), url)}

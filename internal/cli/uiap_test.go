@@ -82,6 +82,9 @@ func TestConformanceUIAPAgainstServe(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "12 passed, 0 failed") {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
+	if !strings.HasPrefix(out, "PASS  session/handshake  [§8]\n") {
+		t.Errorf("want the shared one-line format of conformance.Result:\n%s", out)
+	}
 	if code, _, _ := runCLI(t, "", "conformance", "uiap", "--url", "http://x"); code != 2 {
 		t.Errorf("an http URL: exit %d, want 2", code)
 	}

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentry-dev/agentry/conformance"
 	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
@@ -42,37 +43,25 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Result is the outcome of one check.
-type Result struct {
-	Name        string `json:"name"`
-	Clause      string `json:"clause"`
-	Passed      bool   `json:"passed"`
-	Expectation string `json:"expectation"`
-	// Got says what the app did when the check failed.
-	Got string `json:"got,omitempty"`
-}
+// Result is the outcome of one check: conformance.Result, the type the
+// three conformance kits share.
+type Result = conformance.Result
 
 // Report is the outcome of a run.
 type Report struct {
-	URL     string   `json:"url"`
-	Results []Result `json:"results"`
+	URL     string              `json:"url"`
+	Results conformance.Results `json:"results"`
 }
 
-// Passed and Failed count the results.
-func (r *Report) Passed() int { return r.count(true) }
+// Passed counts the checks that passed.
+func (r *Report) Passed() int { return r.Results.Passed() }
 
-// Failed counts the failed checks.
-func (r *Report) Failed() int { return r.count(false) }
+// Failed counts the checks that failed.
+func (r *Report) Failed() int { return r.Results.Failed() }
 
-func (r *Report) count(passed bool) int {
-	n := 0
-	for _, x := range r.Results {
-		if x.Passed == passed {
-			n++
-		}
-	}
-	return n
-}
+// Skipped counts the checks that could not run: none, as this kit runs
+// every check (one it cannot complete fails).
+func (r *Report) Skipped() int { return r.Results.Skipped() }
 
 // check is one conformance check: it returns "" when the app behaved, or
 // what it did instead.
@@ -350,13 +339,4 @@ var checks = []check{
 			}
 			return ""
 		}},
-}
-
-// String is the report line of a result: PASS or FAIL, name, clause, and
-// for a failure the expectation and what the app did.
-func (r Result) String() string {
-	if r.Passed {
-		return fmt.Sprintf("PASS %s (%s)", r.Name, r.Clause)
-	}
-	return fmt.Sprintf("FAIL %s (%s): %s; got: %s", r.Name, r.Clause, r.Expectation, r.Got)
 }

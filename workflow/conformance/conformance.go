@@ -20,10 +20,11 @@ package conformance
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/agentry-dev/agentry/conformance"
 )
 
 // Options configures Run. BaseURL is required.
@@ -40,83 +41,28 @@ type Options struct {
 	BearerToken string
 }
 
-// Result is the outcome of one check.
-type Result struct {
-	// Name identifies the check, e.g. "errors/422-invalid-action".
-	Name string `json:"name"`
-	// Clause is the spec section or error-table row the check tests.
-	Clause string `json:"clause"`
-	// Passed is true when the server behaved as the clause requires.
-	Passed bool `json:"passed"`
-	// Skipped is true when the check could not run (Passed is false):
-	// e.g. a task whose parameters cannot be generated, or a check that
-	// needs a session /initialize did not give.
-	Skipped bool `json:"skipped,omitempty"`
-	// Expectation says what the clause requires.
-	Expectation string `json:"expectation"`
-	// Got describes what the server did (or why the check was skipped).
-	Got string `json:"got,omitempty"`
-}
-
-// Status is "PASS", "FAIL" or "SKIP".
-func (r Result) Status() string {
-	switch {
-	case r.Skipped:
-		return "SKIP"
-	case r.Passed:
-		return "PASS"
-	}
-	return "FAIL"
-}
-
-// String formats the result on one line; a failure includes the
-// expectation and what the server did.
-func (r Result) String() string {
-	s := fmt.Sprintf("%s  %s  [%s]", r.Status(), r.Name, r.Clause)
-	switch {
-	case r.Skipped:
-		s += "  skipped: " + r.Got
-	case !r.Passed:
-		s += "  want: " + r.Expectation + "; got: " + r.Got
-	}
-	return s
-}
+// Result is the outcome of one check: conformance.Result, the type the
+// three conformance kits share.
+type Result = conformance.Result
 
 // Report is the outcome of Run.
 type Report struct {
-	BaseURL  string   `json:"base_url"`
-	Workflow string   `json:"workflow"`
-	Results  []Result `json:"results"`
+	BaseURL  string              `json:"base_url"`
+	Workflow string              `json:"workflow"`
+	Results  conformance.Results `json:"results"`
 }
 
 // Passed counts the checks that passed.
-func (r *Report) Passed() int { return r.count(func(x Result) bool { return x.Passed && !x.Skipped }) }
+func (r *Report) Passed() int { return r.Results.Passed() }
 
 // Failed counts the checks that failed.
-func (r *Report) Failed() int { return r.count(func(x Result) bool { return !x.Passed && !x.Skipped }) }
+func (r *Report) Failed() int { return r.Results.Failed() }
 
 // Skipped counts the checks that could not run.
-func (r *Report) Skipped() int { return r.count(func(x Result) bool { return x.Skipped }) }
+func (r *Report) Skipped() int { return r.Results.Skipped() }
 
 // Result returns the result of the check with the given name.
-func (r *Report) Result(name string) (Result, bool) {
-	for _, x := range r.Results {
-		if x.Name == name {
-			return x, true
-		}
-	}
-	return Result{}, false
-}
-
-func (r *Report) count(f func(Result) bool) int {
-	n := 0
-	for _, x := range r.Results {
-		if f(x) {
-			n++
-		}
-	}
-	return n
-}
+func (r *Report) Result(name string) (Result, bool) { return r.Results.Find(name) }
 
 // The spec clauses the checks are named after.
 const (
