@@ -262,35 +262,5 @@ func riskOf(raw json.RawMessage) Risk {
 // stop condition is kept and checked too. A governed agent
 // (govern.Governor.Middleware) keeps one run across the rebuilt agents.
 func RunAgent(ctx context.Context, tb *Toolbox, opts agent.Options, input llm.Input, state *agent.State) (*agent.Result, error) {
-	userStop := opts.Strategy.StopCondition
-	stopped := false
-	opts.Strategy.StopCondition = func(ctx context.Context, s *agent.State) bool {
-		if userStop != nil && userStop(ctx, s) {
-			stopped = true
-			return true
-		}
-		return tb.Changed()
-	}
-	ctx = govern.Segments(ctx, func() bool { return stopped || !tb.Changed() })
-	var turns []*llm.Turn
-	var first llm.Message
-	for {
-		opts.Tools = tb.Tools()
-		a, err := agent.New(opts)
-		if err != nil {
-			return nil, err
-		}
-		res, err := a.Generate(ctx, input, state)
-		if err != nil {
-			return nil, err
-		}
-		if first == nil && len(res.Turn.Messages) > 0 && input != nil {
-			first = res.Turn.Messages[0]
-		}
-		turns = append(turns, res.Turn)
-		state, input = res.State, nil
-		if stopped || !tb.Changed() {
-			return &agent.Result{Turn: agent.MergeTurns(first, turns...), State: state}, nil
-		}
-	}
+	return agent.GenerateRebuilt(ctx, opts, input, state, agent.Rebuild{Tools: tb.Tools, Changed: tb.Changed, Context: govern.Segments})
 }

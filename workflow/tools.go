@@ -293,44 +293,18 @@ func describeError(e *Error) string {
 // until a run completes without a stage change. opts.Strategy's stop
 // condition is kept and checked too.
 func RunAgent(ctx context.Context, ts *Toolset, opts agent.Options, input llm.Input, state *agent.State) (*agent.Result, error) {
-	userStop := opts.Strategy.StopCondition
-	stopped := false
-	opts.Strategy.StopCondition = func(ctx context.Context, s *agent.State) bool {
-		if userStop != nil && userStop(ctx, s) {
-			stopped = true
-			return true
-		}
-		return ts.takeChangedPeek()
-	}
-	var turns []*llm.Turn
-	var first llm.Message
 	// A governed agent (govern.Governor.Middleware) keeps one run across
 	// the rebuilt agents, verified when the last one ends.
-	ctx = govern.Segments(ctx, func() bool { return stopped || !ts.takeChangedPeek() })
-	for {
-		opts.Tools = ts.Tools()
-		a, err := agent.New(opts)
-		if err != nil {
-			return nil, err
-		}
-		res, err := a.Generate(ctx, input, state)
-		if err != nil {
-			return nil, err
-		}
-		if first == nil && len(res.Turn.Messages) > 0 && input != nil {
-			first = res.Turn.Messages[0]
-		}
-		turns = append(turns, res.Turn)
-		state, input = res.State, nil
-		if stopped || !ts.takeChanged() {
-			return &agent.Result{Turn: agent.MergeTurns(first, turns...), State: state}, nil
-		}
-	}
+	return agent.GenerateRebuilt(ctx, opts, input, state, agent.Rebuild{
+		Tools:   func() []llm.Tool { ts.takeChanged(); return ts.Tools() },
+		Changed: ts.changedPeek,
+		Context: govern.Segments,
+	})
 }
 
-// takeChangedPeek reports whether the stage changed, without clearing it
+// changedPeek reports whether the stage changed, without clearing it
 // (RunAgent clears it between agents).
-func (ts *Toolset) takeChangedPeek() bool {
+func (ts *Toolset) changedPeek() bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return ts.changed
