@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -107,6 +108,9 @@ type server struct {
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
 	out := &syncBuffer{ready: make(chan string, 1)}
+	if !slices.Contains(args, "--tls-addr") { // never the well-known port
+		args = append(args, "--tls-addr", "127.0.0.1:0")
+	}
 	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = childEnv()
 	cmd.Stdout, cmd.Stderr = out, out
