@@ -158,7 +158,7 @@ func runLLM(ctx context.Context, e *env, f *llmFlags, args []string) error {
 			fmt.Fprintln(e.stdout, turn.Text())
 		}
 	} else {
-		turn, err = streamTo(ctx, e, inst, prompt)
+		turn, err = streamTo(ctx, e, inst, prompt, len(opts.Tools) > 0)
 	}
 	if err != nil {
 		return explain(err, ref)
@@ -174,51 +174,36 @@ func runLLM(ctx context.Context, e *env, f *llmFlags, args []string) error {
 	return nil
 }
 
-// streamTo prints text deltas to stdout and everything else to stderr.
-func streamTo(ctx context.Context, e *env, inst *llm.LLMInstance, prompt string) (*llm.Turn, error) {
+// streamTo prints the reply to stdout and everything else to stderr (see
+// textOut): reasoning, the words of replies that call tools, tool results.
+func streamTo(ctx context.Context, e *env, inst *llm.LLMInstance, prompt string, hold bool) (*llm.Turn, error) {
 	s := inst.Stream(ctx, nil, llm.Text(prompt))
-	var (
-		inReasoning bool
-		lineOpen    bool
-	)
-	endReasoning := func() {
-		if inReasoning {
-			fmt.Fprintln(e.stderr)
-			inReasoning = false
-		}
-	}
+	t := &textOut{out: e.stdout, err: e.stderr, hold: hold}
 	for ev, err := range s.Events() {
 		if err != nil {
-			if lineOpen {
-				fmt.Fprintln(e.stdout)
-			}
+			t.endLine()
 			return nil, err
 		}
 		switch ev.Type {
-		case llm.ReasoningDelta:
-			if !inReasoning {
-				fmt.Fprint(e.stderr, "[reasoning] ")
-				inReasoning = true
-			}
-			fmt.Fprint(e.stderr, ev.Delta.Text)
-		case llm.TextDelta, llm.ObjectDelta:
-			endReasoning()
-			fmt.Fprint(e.stdout, ev.Delta.Text)
-			lineOpen = !strings.HasSuffix(ev.Delta.Text, "\n")
+		case llm.MessageStart:
+			t.messageStart()
 		case llm.MessageStop:
-			endReasoning()
-			if lineOpen {
-				fmt.Fprintln(e.stdout)
-				lineOpen = false
-			}
+			t.messageStop()
+		case llm.ToolCallDelta:
+			t.toolCall()
+		case llm.ReasoningDelta:
+			t.note(labelThinking, ev.Delta.Text)
+		case llm.TextDelta, llm.ObjectDelta:
+			t.answer(ev.Delta.Text)
 		case llm.ToolExecutionEnd:
 			status := "→"
 			if ev.Delta.IsError {
 				status = "→ error:"
 			}
-			fmt.Fprintf(e.stderr, "[tool %s] %s %s\n", ev.Delta.ToolName, status, llm.ResultText(ev.Delta.Result))
+			t.line(fmt.Sprintf("[tool %s] %s %s", ev.Delta.ToolName, status, llm.ResultText(ev.Delta.Result)))
 		}
 	}
+	t.endLine()
 	return s.Turn()
 }
 
