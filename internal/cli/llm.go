@@ -36,7 +36,7 @@ func (f *modelFlags) register(fl *pflag.FlagSet) {
 	fl.StringVarP(&f.system, "system", "s", "", "system prompt")
 	fl.IntVar(&f.maxTokens, "max-tokens", 0, "cap the reply length (provider default when 0; Anthropic needs one and gets 4096)")
 	fl.StringArrayVarP(&f.params, "param", "p", nil, "vendor parameter key=value copied into the request body; value is JSON if it parses, else a string (repeatable)")
-	fl.StringVar(&f.baseURL, "base-url", "", "override the provider's API address (any OpenAI-compatible server with -m compat:MODEL)")
+	fl.StringVar(&f.baseURL, "base-url", "", "the provider's API address (else <PROVIDER>_BASE_URL, the vendor's variable such as OPENAI_BASE_URL or OLLAMA_HOST, or the vendor's default); any OpenAI-compatible server with -m compat:MODEL")
 	fl.StringVar(&f.tools, "tools", "auto", "built-in tools calculate and word_stats: on, off, or auto (on for the demo model and scripts)")
 	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "overall time limit")
 	fl.IntVar(&f.retries, "retries", 2, "retries of rate-limited or failed requests (exponential backoff honouring Retry-After)")
@@ -103,9 +103,11 @@ arrives; tool activity, reasoning and token usage go to stderr.
 
 The model is named provider:model. Providers:
 ` + providerHelp() + `
-API keys come from the environment (<PROVIDER>_API_KEY). With no -m, the
-offline demo model runs: deterministic, no network, no key; it uses the
-built-in calculate and word_stats tools to show the tool loop.
+API keys come from the environment (<PROVIDER>_API_KEY). ` + baseURLHelp + `
+
+With no -m, the offline demo model runs: deterministic, no network, no
+key; it uses the built-in calculate and word_stats tools to show the tool
+loop.
 
 A PROMPT of "-", or none with input on stdin, reads the prompt from stdin.`,
 		Example: `  agentry llm "What is (12 + 30) * 2?"
@@ -121,6 +123,12 @@ A PROMPT of "-", or none with input on stdin, reads the prompt from stdin.`,
 	fl.BoolVar(&f.jsonOut, "json", false, "print the whole turn as TurnJSON instead of text")
 	return cmd
 }
+
+// baseURLHelp says where a provider's API address comes from.
+const baseURLHelp = `The API address is
+--base-url, else <PROVIDER>_BASE_URL (ANTHROPIC_BASE_URL, GEMINI_BASE_URL,
+COMPAT_BASE_URL, GROQ_BASE_URL…), else the vendor's own variable
+(OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL, OLLAMA_HOST), else the vendor's.`
 
 func providerHelp() string {
 	var b strings.Builder
@@ -258,9 +266,11 @@ func explain(err error, ref llm.ModelReference) error {
 	case llm.AuthenticationFailed:
 		hint = " — check the API key (the offline demo needs none: -m " + models.Default + ")"
 	case llm.NetworkError:
-		hint = " — is the provider reachable from this machine?"
+		hint = " — is the server running there? (the address: --base-url, else " + strings.Join(models.BaseURLEnv(ref.Provider.Name()), " or ") + ")"
 	case llm.ModelNotFound:
-		hint = " — check the model name after " + ref.Provider.Name() + ":"
+		if !strings.Contains(e.Message, "check the base URL") { // the server answered about the model
+			hint = " — check the model name after " + ref.Provider.Name() + ":"
+		}
 	case llm.RateLimited, llm.QuotaExceeded:
 		hint = " — try later or raise --retries"
 	}

@@ -38,8 +38,10 @@ func runCmd(e *env) *cobra.Command {
 		Short: "Run an agent (UAP-1.1) on a prompt, streaming its steps",
 		Long: `Run an agent (UAP-1.1) on a prompt with the loop, react or plan strategy.
 Its steps stream to the terminal: reasoning, tool calls and results, plan
-steps and sub-agents go to stderr, the reply to stdout; --json prints the raw
-event stream (one AgentStreamEvent JSON object per line) instead.
+steps, sub-agents and the words of replies that call tools go to stderr; the
+answer alone goes to stdout (with tools declared, once the reply has ended
+without calling one). --json prints the raw event stream (one
+AgentStreamEvent JSON object per line) instead.
 
 With --session, the run is checkpointed after every step (default store:
 ` + DefaultStore + `). Given an existing session and a prompt, the
@@ -47,7 +49,8 @@ conversation continues; given only the session, an interrupted run resumes
 from its last checkpoint.
 
 -m scripted:FILE plays a YAML/JSON script (see llm/scripted.LoadFile), so
-agents run offline and deterministically.`,
+agents run offline and deterministically. Providers, keys and API
+addresses are as for agentry llm. ` + baseURLHelp,
 		Example: `  agentry run "What is (12 + 30) * 2?"
   agentry run -m anthropic:claude-sonnet-4-5 --strategy react --tools on "What is 2^16 - 1?"
   agentry run --strategy plan -m scripted:examples/scripted/plan.yaml "Summarise the incident"

@@ -43,7 +43,9 @@ type serveFlags struct {
 	policy     string
 	node       string
 	agentModel string
-	auditLog   string
+	// agentBaseURL is the API address of agentModel's provider.
+	agentBaseURL string
+	auditLog     string
 
 	// The TLS listener (UAMP, discovery, and the plain endpoints again).
 	tlsAddr    string
@@ -138,6 +140,7 @@ a flag on the command line wins.`,
 	fl.StringVar(&f.node, "node", "", "this replica's stable name in the audit journal (replicas sharing a PostgreSQL store need distinct names)")
 	fl.StringVar(&f.auditLog, "audit-log", "", "also export every audit journal record to this JSONL file (asynchronously; resumes where it stopped)")
 	fl.StringVar(&f.agentModel, "agent-model", "", "provider:model for the built-in support agent (default: its offline model)")
+	fl.StringVar(&f.agentBaseURL, "agent-base-url", "", "API address of --agent-model's provider (else <PROVIDER>_BASE_URL, the vendor's variable such as OPENAI_BASE_URL, or its default; compat:MODEL needs one)")
 	fl.StringVar(&f.tlsAddr, "tls-addr", "127.0.0.1:8443", "TLS 1.3 listen address: UAMP, discovery and every --addr endpoint (empty: no TLS listener)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate of the TLS listener (default: a development certificate made under --data)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
