@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -99,6 +102,42 @@ func TestUAIP_ConformanceCommand(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || !strings.HasSuffix(lines[len(lines)-1], "passed, 0 failed (3 skipped)") {
 		t.Errorf("exit %d:\n%s\n%s", code, out, errs)
+	}
+	srv.stop(t)
+}
+
+// The first hour with the binary: --version names the six protocols, the
+// README's scripted example runs from the repository's root, and
+// `S=$(agentry uaip init store -q)` gives a session id the next command
+// takes.
+func TestCLI_FirstHour(t *testing.T) {
+	code, out, errs := runCLI(t, "--version")
+	for _, p := range []string{"UPP-1.3", "UAP-1.1", "UAIP-0.1", "UAICP-0.3", "UAMP-1.0", "UIAP Core 0.1"} {
+		if code != 0 || !strings.Contains(out, p) {
+			t.Errorf("--version: exit %d, %q lacks %s (%s)", code, out, p, errs)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "run", "--strategy", "plan", "-m", "scripted:examples/scripted/plan.yaml", "Summarise the incident")
+	cmd.Dir = ".." // the repository's root, where the README's commands run
+	cmd.Env = childEnv()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || stdout.String() != "Payments were down from 09:12 to 09:40 (28 minutes): the connection pool was exhausted; a restart fixed it.\n" {
+		t.Errorf("the README's scripted plan: %v, stdout %q\n%s", err, stdout.String(), stderr.String())
+	}
+
+	srv := startServer(t, "--store", "memory:", "--data", t.TempDir(), "--tls-addr", "")
+	code, id, errs := runCLI(t, "uaip", "--url", srv.URL, "init", "store", "-q")
+	id = strings.TrimSpace(id)
+	if code != 0 || len(id) != 36 {
+		t.Fatalf("uaip init -q: exit %d, stdout %q, %s", code, id, errs)
+	}
+	code, out, errs = runCLI(t, "uaip", "--url", srv.URL, "exec", "-s", id, "-w", "store", "--task", "search_products", "--args", `{"category":"coffee"}`)
+	if code != 0 || !strings.Contains(out, `"products"`) {
+		t.Errorf("uaip exec on the fresh session: exit %d, %s%s", code, out, errs)
 	}
 	srv.stop(t)
 }

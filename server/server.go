@@ -1,13 +1,15 @@
 // Package server composes agentry's protocol handlers into one
 // http.Server: timeouts and header limits on every connection, an
 // in-flight request limit (503 with Retry-After beyond it), request
-// metrics at /metrics (Prometheus text format), health at /healthz,
+// metrics at /metrics (Prometheus text format, optionally behind a bearer
+// token), health at /healthz,
 // structured access logs, and graceful shutdown that finishes in-flight
 // requests.
 package server
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -38,6 +40,10 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// MaxHeaderBytes bounds request headers (0: 64 KiB).
 	MaxHeaderBytes int
+	// MetricsBearerToken, when set, is required on /metrics as
+	// "Authorization: Bearer <token>" (a Prometheus scrape sends it with
+	// authorization.credentials); /healthz stays open, for probes.
+	MetricsBearerToken string
 }
 
 // Server is agentry's HTTP server.
@@ -88,7 +94,13 @@ func New(opts Options) *Server {
 		return float64(m.HeapInuse)
 	})
 	s.mux.HandleFunc("GET /healthz", s.health)
+	want := []byte("Bearer " + opts.MetricsBearerToken)
 	s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if opts.MetricsBearerToken != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="agentry"`)
+			http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		s.registry.WriteTo(w)
 	})

@@ -66,6 +66,37 @@ func TestHealthMetricsAndRoutes(t *testing.T) {
 	}
 }
 
+// With MetricsBearerToken, /metrics needs the token; /healthz stays open.
+func TestMetricsBearerToken(t *testing.T) {
+	url, _, _ := start(t, New(Options{Logger: slog.New(slog.DiscardHandler), MetricsBearerToken: "s3cret"}))
+	for _, tc := range []struct {
+		path, auth string
+		want       int
+	}{
+		{"/metrics", "", http.StatusUnauthorized},
+		{"/metrics", "Bearer wrong", http.StatusUnauthorized},
+		{"/metrics", "Bearer s3cret", http.StatusOK},
+		{"/healthz", "", http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, url+tc.path, nil)
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s (%q): %d, want %d", tc.path, tc.auth, resp.StatusCode, tc.want)
+		}
+		if tc.want == http.StatusUnauthorized && (resp.Header.Get("WWW-Authenticate") == "" || strings.Contains(string(body), "agentry_http")) {
+			t.Errorf("GET %s (%q): a 401 without WWW-Authenticate, or with the metrics", tc.path, tc.auth)
+		}
+	}
+}
+
 func TestInFlightLimit(t *testing.T) {
 	s := New(Options{MaxInFlight: 1, Logger: slog.New(slog.DiscardHandler)})
 	release := make(chan struct{})

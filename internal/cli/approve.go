@@ -58,9 +58,12 @@ func approvalsCmd(e *env) *cobra.Command {
 		Use:   "approvals",
 		Short: "List the approval requests waiting on a server (UAICP 0.3 §5.3)",
 		Long: `List the approval requests of write_high_risk tool calls waiting on an agentry
-server: id, tool, tier, requesting agent, creation time and status. --all
-adds the requests already decided (of runs still open); --json prints the
-requests as JSON, {"approvals":[…]}. Decide one with agentry approve.`,
+server: id, tool, tier, requesting agent, creation time and status, and
+under each the call's arguments and its rollback action — what approving
+it lets happen and how it would be undone. --all adds the requests already
+decided (of runs still open); --json prints the requests as JSON,
+{"approvals":[…]}, arguments as "args" and the rollback action as
+"rollback_action". Decide one with agentry approve.`,
 		Example: `  agentry approvals
   agentry approvals --all --server https://agentry.internal:8443`,
 		Args: cobra.NoArgs,
@@ -87,6 +90,10 @@ requests as JSON, {"approvals":[…]}. Decide one with agentry approve.`,
 			for _, a := range list {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", printable(a.ID), printable(a.Tool), a.Tier, printable(a.Requester.AgentID),
 					a.CreatedAt.UTC().Format(time.RFC3339), printable(a.Status))
+				// The detail lines' last cell is not part of a column: a
+				// long argument list does not widen the table.
+				fmt.Fprintf(tw, "\targuments\t%s\n", printable(argumentsText(a.Args)))
+				fmt.Fprintf(tw, "\trollback\t%s\n", printable(rollbackText(a.Rollback)))
 			}
 			return tw.Flush()
 		},
@@ -221,21 +228,8 @@ func describeApproval(w io.Writer, a *govern.ApprovalRequest) {
 	row("approval", a.ID)
 	row("status", a.Status)
 	row("tool", fmt.Sprintf("%s (%s)", a.Tool, a.Tier))
-	row("arguments", string(a.Args))
-	if rb := a.Rollback; rb != nil {
-		s := rb.Type
-		if rb.Target != "" {
-			s += " on " + rb.Target
-		}
-		if rb.Payload != nil {
-			if p, err := json.Marshal(rb.Payload); err == nil {
-				s += " " + string(p)
-			}
-		}
-		row("rollback", s)
-	} else {
-		row("rollback", "none")
-	}
+	row("arguments", argumentsText(a.Args))
+	row("rollback", rollbackText(a.Rollback))
 	who := "agent " + a.Requester.AgentID + ", owner " + a.Requester.OwnerID
 	if a.Requester.UserID != "" {
 		who += ", user " + a.Requester.UserID
@@ -254,6 +248,32 @@ func describeApproval(w io.Writer, a *govern.ApprovalRequest) {
 	}
 	row("requested", a.CreatedAt.UTC().Format(time.RFC3339))
 	tw.Flush()
+}
+
+// argumentsText shows a call's arguments: their JSON, "none" when empty.
+func argumentsText(args json.RawMessage) string {
+	if len(args) == 0 || string(args) == "null" {
+		return "none"
+	}
+	return string(args)
+}
+
+// rollbackText shows a rollback action: its type, target and payload, or
+// "none".
+func rollbackText(rb *govern.RollbackAction) string {
+	if rb == nil {
+		return "none"
+	}
+	s := rb.Type
+	if rb.Target != "" {
+		s += " on " + rb.Target
+	}
+	if rb.Payload != nil {
+		if p, err := json.Marshal(rb.Payload); err == nil {
+			s += " " + string(p)
+		}
+	}
+	return s
 }
 
 // printable escapes the control and format characters of s (an agent

@@ -19,6 +19,7 @@ import (
 	"github.com/agentry-dev/agentry/govern/approvalapi"
 	"github.com/agentry-dev/agentry/govern/approverkey"
 	"github.com/agentry-dev/agentry/govern/governtest"
+	"github.com/google/go-cmp/cmp"
 )
 
 // approvalServer is the approval API over a real governor that trusts
@@ -94,6 +95,8 @@ func (s *approvalServer) status(t *testing.T) govern.ApprovalRequest {
 	return a
 }
 
+// agentry approvals shows each pending call with its arguments and its
+// rollback action, readable, and --json carries them too.
 func TestApprovalsList(t *testing.T) {
 	s := newApprovalServer(t, "")
 	code, out, errs := runCLI(t, "", "approvals", "--server", s.url)
@@ -101,7 +104,7 @@ func TestApprovalsList(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ID") {
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "ID") {
 		t.Fatalf("output:\n%s", out)
 	}
 	for _, want := range []string{s.approval, "refund", "write_high_risk", "agent:support", "pending"} {
@@ -109,12 +112,29 @@ func TestApprovalsList(t *testing.T) {
 			t.Errorf("row lacks %q: %s", want, lines[1])
 		}
 	}
+	col := strings.Index(lines[0], "TOOL")
+	details := []string{strings.TrimRight(lines[2][col:], " "), strings.TrimRight(lines[3][col:], " ")}
+	want := []string{`arguments  {"amount":40,"order":"order-17"}`, `rollback   refund.cancel on order-17 {"amount":40}`}
+	if diff := cmp.Diff(want, details); diff != "" || strings.TrimSpace(lines[2][:col]) != "" {
+		t.Errorf("detail lines (-want +got):\n%s\n%s", diff, out)
+	}
 	code, out, _ = runCLI(t, "", "approvals", "--server", s.url, "--json")
 	var body struct {
-		Approvals []govern.ApprovalRequest `json:"approvals"`
+		Approvals []struct {
+			ID       string         `json:"approval_id"`
+			Args     map[string]any `json:"args"`
+			Rollback map[string]any `json:"rollback_action"`
+		} `json:"approvals"`
 	}
 	if err := json.Unmarshal([]byte(out), &body); code != 0 || err != nil || len(body.Approvals) != 1 || body.Approvals[0].ID != s.approval {
-		t.Errorf("--json: exit %d, %v\n%s", code, err, out)
+		t.Fatalf("--json: exit %d, %v\n%s", code, err, out)
+	}
+	a := body.Approvals[0]
+	if diff := cmp.Diff(map[string]any{"amount": 40.0, "order": "order-17"}, a.Args); diff != "" {
+		t.Errorf("--json: args (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]any{"type": "refund.cancel", "target": "order-17", "payload": map[string]any{"amount": 40.0}}, a.Rollback); diff != "" {
+		t.Errorf("--json: rollback_action (-want +got):\n%s", diff)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -61,6 +62,8 @@ Run a prompt on any provider (offline demo model by default):
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.Version = version()
+	root.SetVersionTemplate(versionText()) // agentry --version says what agentry version says
 	root.SetArgs(args)
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
@@ -85,19 +88,39 @@ Run a prompt on any provider (offline demo model by default):
 	return 1
 }
 
+// protocols lists the protocol versions agentry implements, as
+// agentry version prints them.
+var protocols = []string{
+	"UPP-1.3 (LLM providers)",
+	"UAP-1.1 (agents)",
+	"UAIP-0.1 (workflows)",
+	"UAICP-0.3 (governance)",
+	"UAMP-1.0 (messaging)",
+	"UIAP Core 0.1 (UI control)",
+}
+
+// version is Version, or the module version a go install recorded.
+func version() string {
+	v := Version
+	if info, ok := debug.ReadBuildInfo(); ok && v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		v = info.Main.Version
+	}
+	return v
+}
+
+// versionText is what agentry version and agentry --version print.
+func versionText() string {
+	return fmt.Sprintf("agentry %s (%s, %s/%s)\nprotocols: %s\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH, strings.Join(protocols, ", "))
+}
+
 func versionCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and the protocol versions implemented",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			v := Version
-			if info, ok := debug.ReadBuildInfo(); ok && v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-				v = info.Main.Version
-			}
-			fmt.Fprintf(e.stdout, "agentry %s (%s, %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			fmt.Fprintln(e.stdout, "protocols: UPP-1.3 (llm), UAP-1.1 (agents), UAIP-0.1 (workflows)")
-			return nil
+			_, err := fmt.Fprint(e.stdout, versionText())
+			return err
 		},
 	}
 }

@@ -135,9 +135,18 @@ func TestParseParams(t *testing.T) {
 	}
 }
 
+// agentry version and agentry --version name the version and all six
+// protocols implemented.
 func TestVersion(t *testing.T) {
-	code, out, _ := runCLI(t, "", "version")
-	if code != 0 || !strings.HasPrefix(out, "agentry ") || !strings.Contains(out, "UPP-1.3") {
-		t.Errorf("exit %d, %q", code, out)
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, errs := runCLI(t, "", args...)
+		if code != 0 || !strings.HasPrefix(out, "agentry ") || errs != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		}
+		for _, p := range []string{"UPP-1.3", "UAP-1.1", "UAIP-0.1", "UAICP-0.3", "UAMP-1.0", "UIAP Core 0.1"} {
+			if !strings.Contains(out, p) {
+				t.Errorf("%v: %q lacks %s", args, out, p)
+			}
+		}
 	}
 }

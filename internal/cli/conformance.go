@@ -24,10 +24,10 @@ func conformanceCmd(e *env) *cobra.Command {
 	}
 	var url, wf, token string
 	var timeout time.Duration
-	var asJSON bool
+	var asJSON, readOnly bool
 	uaip := &cobra.Command{
 		Use:   "uaip",
-		Short: "Check a UAIP-0.1 server (ours or anyone's) against the spec",
+		Short: "Check a UAIP-0.1 server (ours or anyone's) against the spec; calls its tasks (--read-only: only read-only ones)",
 		Long: `Run the UAIP-0.1 conformance suite against the server at --url.
 
 The checks are derived from the spec (specs/uaip-0.1.md) and from the
@@ -37,6 +37,15 @@ each /execute action (method calls with arguments generated from the
 task's parameters schema), that a transition moves the session, that
 sessions are independent, and that every response is JSON.
 
+WARNING: the suite calls every task it can reach, with generated
+arguments. Against a real server these are real calls with real side
+effects (orders placed, payments made, messages sent). Run it against a
+test deployment, or with --read-only: then only the tasks the published
+workflow schema declares read-only (risk_tier "read_only") are called;
+tasks that may write, or declare nothing, are skipped. The schema, error
+and transition checks run either way (sessions, state_input and stage
+transitions are the suite's own session's).
+
 One line per check (PASS, FAIL with the expectation and what the server
 did, or SKIP with the reason), then "N passed, M failed". The exit status
 is 1 when a check failed.
@@ -44,7 +53,7 @@ is 1 when a check failed.
 Without --workflow the first workflow GET /api/workflows lists is tested
 (an agentry extension; other servers need --workflow).`,
 		Example: `  agentry conformance uaip --url http://127.0.0.1:8080
-  agentry conformance uaip --url https://uaip.example.com --workflow store --token "$TOKEN"`,
+  agentry conformance uaip --url https://uaip.example.com --workflow store --token "$TOKEN" --read-only`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if url == "" {
@@ -55,7 +64,7 @@ Without --workflow the first workflow GET /api/workflows lists is tested
 				ctx = context.Background()
 			}
 			rep := uaipconf.Run(ctx, uaipconf.Options{BaseURL: url, Workflow: wf, BearerToken: token,
-				HTTPClient: &http.Client{Timeout: timeout}})
+				HTTPClient: &http.Client{Timeout: timeout}, ReadOnly: readOnly})
 			if err := writeReport(e.stdout, rep, rep.Results, asJSON); err != nil {
 				return err
 			}
@@ -71,6 +80,7 @@ Without --workflow the first workflow GET /api/workflows lists is tested
 	fl.StringVar(&token, "token", "", "bearer token the server requires")
 	fl.DurationVar(&timeout, "timeout", 10*time.Second, "timeout of each request")
 	fl.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fl.BoolVar(&readOnly, "read-only", false, "call only the tasks the schema declares read-only (risk_tier read_only): no side effects on the server")
 	cmd.AddCommand(uaip, conformanceUAMPCmd(e), conformanceUIAPCmd(e))
 	return cmd
 }

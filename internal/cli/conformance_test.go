@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentry-dev/agentry/internal/builtin"
@@ -127,5 +129,51 @@ func TestConformanceUsage(t *testing.T) {
 	}
 	if code, _, _ := runConformance(t, "uaip", "extra"); code != 2 {
 		t.Errorf("an argument: exit %d", code)
+	}
+}
+
+// conformance uaip warns that it calls the server's tasks, and with
+// --read-only it sends no method_call for a task that may write.
+func TestConformanceUAIPReadOnly(t *testing.T) {
+	var mu sync.Mutex
+	var tasks []string
+	srv := uaipServer(t, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/execute" {
+				body, _ := io.ReadAll(r.Body)
+				var req struct{ Action, Task string }
+				if json.Unmarshal(body, &req) == nil && req.Action == "method_call" {
+					mu.Lock()
+					tasks = append(tasks, req.Task)
+					mu.Unlock()
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	code, out, errs := runConformance(t, "uaip", "--url", srv.URL, "--token", "tok", "--read-only", "--json")
+	var rep struct {
+		ReadOnly bool `json:"read_only"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || !rep.ReadOnly {
+		t.Fatalf("exit %d: %s\n%s", code, out, errs)
+	}
+	mu.Lock()
+	called := strings.Join(tasks, " ")
+	mu.Unlock()
+	for _, write := range []string{"add_to_cart", "remove_from_cart", "place_order", "cancel_order"} {
+		if strings.Contains(called, write) {
+			t.Errorf("--read-only sent a method_call for %s (write tier): %s", write, called)
+		}
+	}
+	if !strings.Contains(called, "search_products") || !strings.Contains(called, "view_cart") {
+		t.Errorf("--read-only did not call the read-only tasks: %s", called)
+	}
+	_, help, _ := runConformance(t, "uaip", "--help")
+	for _, want := range []string{"WARNING", "real side", "--read-only"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("conformance uaip --help does not say %q", want)
+		}
 	}
 }

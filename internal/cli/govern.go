@@ -66,7 +66,7 @@ func startGovernance(ctx context.Context, e *env, f *serveFlags, st *stores, log
 	}
 	model := builtin.SupportModel().Ref()
 	if f.agentModel != "" {
-		if model, err = models.Resolve(f.agentModel, ""); err != nil {
+		if model, err = models.Resolve(f.agentModel, f.agentBaseURL); err != nil {
 			return nil, usageError("--agent-model: %v", err)
 		}
 	}

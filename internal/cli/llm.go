@@ -36,7 +36,7 @@ func (f *modelFlags) register(fl *pflag.FlagSet) {
 	fl.StringVarP(&f.system, "system", "s", "", "system prompt")
 	fl.IntVar(&f.maxTokens, "max-tokens", 0, "cap the reply length (provider default when 0; Anthropic needs one and gets 4096)")
 	fl.StringArrayVarP(&f.params, "param", "p", nil, "vendor parameter key=value copied into the request body; value is JSON if it parses, else a string (repeatable)")
-	fl.StringVar(&f.baseURL, "base-url", "", "override the provider's API address (any OpenAI-compatible server with -m compat:MODEL)")
+	fl.StringVar(&f.baseURL, "base-url", "", "the provider's API address (else <PROVIDER>_BASE_URL, the vendor's variable such as OPENAI_BASE_URL or OLLAMA_HOST, or the vendor's default); any OpenAI-compatible server with -m compat:MODEL")
 	fl.StringVar(&f.tools, "tools", "auto", "built-in tools calculate and word_stats: on, off, or auto (on for the demo model and scripts)")
 	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "overall time limit")
 	fl.IntVar(&f.retries, "retries", 2, "retries of rate-limited or failed requests (exponential backoff honouring Retry-After)")
@@ -103,9 +103,11 @@ arrives; tool activity, reasoning and token usage go to stderr.
 
 The model is named provider:model. Providers:
 ` + providerHelp() + `
-API keys come from the environment (<PROVIDER>_API_KEY). With no -m, the
-offline demo model runs: deterministic, no network, no key; it uses the
-built-in calculate and word_stats tools to show the tool loop.
+API keys come from the environment (<PROVIDER>_API_KEY). ` + baseURLHelp + `
+
+With no -m, the offline demo model runs: deterministic, no network, no
+key; it uses the built-in calculate and word_stats tools to show the tool
+loop.
 
 A PROMPT of "-", or none with input on stdin, reads the prompt from stdin.`,
 		Example: `  agentry llm "What is (12 + 30) * 2?"
@@ -121,6 +123,12 @@ A PROMPT of "-", or none with input on stdin, reads the prompt from stdin.`,
 	fl.BoolVar(&f.jsonOut, "json", false, "print the whole turn as TurnJSON instead of text")
 	return cmd
 }
+
+// baseURLHelp says where a provider's API address comes from.
+const baseURLHelp = `The API address is
+--base-url, else <PROVIDER>_BASE_URL (ANTHROPIC_BASE_URL, GEMINI_BASE_URL,
+COMPAT_BASE_URL, GROQ_BASE_URL…), else the vendor's own variable
+(OPENAI_BASE_URL, GOOGLE_GEMINI_BASE_URL, OLLAMA_HOST), else the vendor's.`
 
 func providerHelp() string {
 	var b strings.Builder
@@ -158,7 +166,7 @@ func runLLM(ctx context.Context, e *env, f *llmFlags, args []string) error {
 			fmt.Fprintln(e.stdout, turn.Text())
 		}
 	} else {
-		turn, err = streamTo(ctx, e, inst, prompt)
+		turn, err = streamTo(ctx, e, inst, prompt, len(opts.Tools) > 0)
 	}
 	if err != nil {
 		return explain(err, ref)
@@ -174,51 +182,36 @@ func runLLM(ctx context.Context, e *env, f *llmFlags, args []string) error {
 	return nil
 }
 
-// streamTo prints text deltas to stdout and everything else to stderr.
-func streamTo(ctx context.Context, e *env, inst *llm.LLMInstance, prompt string) (*llm.Turn, error) {
+// streamTo prints the reply to stdout and everything else to stderr (see
+// textOut): reasoning, the words of replies that call tools, tool results.
+func streamTo(ctx context.Context, e *env, inst *llm.LLMInstance, prompt string, hold bool) (*llm.Turn, error) {
 	s := inst.Stream(ctx, nil, llm.Text(prompt))
-	var (
-		inReasoning bool
-		lineOpen    bool
-	)
-	endReasoning := func() {
-		if inReasoning {
-			fmt.Fprintln(e.stderr)
-			inReasoning = false
-		}
-	}
+	t := &textOut{out: e.stdout, err: e.stderr, hold: hold}
 	for ev, err := range s.Events() {
 		if err != nil {
-			if lineOpen {
-				fmt.Fprintln(e.stdout)
-			}
+			t.endLine()
 			return nil, err
 		}
 		switch ev.Type {
-		case llm.ReasoningDelta:
-			if !inReasoning {
-				fmt.Fprint(e.stderr, "[reasoning] ")
-				inReasoning = true
-			}
-			fmt.Fprint(e.stderr, ev.Delta.Text)
-		case llm.TextDelta, llm.ObjectDelta:
-			endReasoning()
-			fmt.Fprint(e.stdout, ev.Delta.Text)
-			lineOpen = !strings.HasSuffix(ev.Delta.Text, "\n")
+		case llm.MessageStart:
+			t.messageStart()
 		case llm.MessageStop:
-			endReasoning()
-			if lineOpen {
-				fmt.Fprintln(e.stdout)
-				lineOpen = false
-			}
+			t.messageStop()
+		case llm.ToolCallDelta:
+			t.toolCall()
+		case llm.ReasoningDelta:
+			t.note(labelThinking, ev.Delta.Text)
+		case llm.TextDelta, llm.ObjectDelta:
+			t.answer(ev.Delta.Text)
 		case llm.ToolExecutionEnd:
 			status := "→"
 			if ev.Delta.IsError {
 				status = "→ error:"
 			}
-			fmt.Fprintf(e.stderr, "[tool %s] %s %s\n", ev.Delta.ToolName, status, llm.ResultText(ev.Delta.Result))
+			t.line(fmt.Sprintf("[tool %s] %s %s", ev.Delta.ToolName, status, llm.ResultText(ev.Delta.Result)))
 		}
 	}
+	t.endLine()
 	return s.Turn()
 }
 
@@ -273,9 +266,11 @@ func explain(err error, ref llm.ModelReference) error {
 	case llm.AuthenticationFailed:
 		hint = " — check the API key (the offline demo needs none: -m " + models.Default + ")"
 	case llm.NetworkError:
-		hint = " — is the provider reachable from this machine?"
+		hint = " — is the server running there? (the address: --base-url, else " + strings.Join(models.BaseURLEnv(ref.Provider.Name()), " or ") + ")"
 	case llm.ModelNotFound:
-		hint = " — check the model name after " + ref.Provider.Name() + ":"
+		if !strings.Contains(e.Message, "check the base URL") { // the server answered about the model
+			hint = " — check the model name after " + ref.Provider.Name() + ":"
+		}
 	case llm.RateLimited, llm.QuotaExceeded:
 		hint = " — try later or raise --retries"
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -39,8 +38,10 @@ func runCmd(e *env) *cobra.Command {
 		Short: "Run an agent (UAP-1.1) on a prompt, streaming its steps",
 		Long: `Run an agent (UAP-1.1) on a prompt with the loop, react or plan strategy.
 Its steps stream to the terminal: reasoning, tool calls and results, plan
-steps and sub-agents go to stderr, the reply to stdout; --json prints the raw
-event stream (one AgentStreamEvent JSON object per line) instead.
+steps, sub-agents and the words of replies that call tools go to stderr; the
+answer alone goes to stdout (with tools declared, once the reply has ended
+without calling one). --json prints the raw event stream (one
+AgentStreamEvent JSON object per line) instead.
 
 With --session, the run is checkpointed after every step (default store:
 ` + DefaultStore + `). Given an existing session and a prompt, the
@@ -48,10 +49,11 @@ conversation continues; given only the session, an interrupted run resumes
 from its last checkpoint.
 
 -m scripted:FILE plays a YAML/JSON script (see llm/scripted.LoadFile), so
-agents run offline and deterministically.`,
+agents run offline and deterministically. Providers, keys and API
+addresses are as for agentry llm. ` + baseURLHelp,
 		Example: `  agentry run "What is (12 + 30) * 2?"
   agentry run -m anthropic:claude-sonnet-4-5 --strategy react --tools on "What is 2^16 - 1?"
-  agentry run --strategy plan -m scripted:testdata/plan.yaml "Summarise the incident"
+  agentry run --strategy plan -m scripted:examples/scripted/plan.yaml "Summarise the incident"
   agentry run --session 6f1c… "and in Rome?"        # continue a conversation
   agentry run --session 6f1c…                        # resume an interrupted run`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runAgent(cmd.Context(), e, &f, args) },
@@ -156,7 +158,7 @@ func runAgent(ctx context.Context, e *env, f *runFlags, args []string) error {
 	if f.noStream {
 		res, err = a.Generate(ctx, input, state)
 	} else {
-		res, err = streamRun(e, a.Stream(ctx, input, state), f.jsonOut)
+		res, err = streamRun(e, a.Stream(ctx, input, state), f.jsonOut, len(lo.Tools) > 0)
 	}
 	if ferr := a.FlushCheckpoints(context.Background()); ferr != nil && err == nil {
 		err = ferr
@@ -181,13 +183,13 @@ func runAgent(ctx context.Context, e *env, f *runFlags, args []string) error {
 }
 
 // streamRun renders (or, with jsonOut, prints) the events and returns the
-// result.
-func streamRun(e *env, s *agent.StreamResult, jsonOut bool) (*agent.Result, error) {
-	r := &renderer{out: e.stdout, err: e.stderr}
+// result. hold says whether tools are declared (see textOut).
+func streamRun(e *env, s *agent.StreamResult, jsonOut, hold bool) (*agent.Result, error) {
+	r := &renderer{t: textOut{out: e.stdout, err: e.stderr, hold: hold}}
 	enc := json.NewEncoder(e.stdout)
 	for ev, err := range s.Events() {
 		if err != nil {
-			r.endLine()
+			r.t.endLine()
 			return nil, err
 		}
 		if jsonOut {
@@ -198,72 +200,53 @@ func streamRun(e *env, s *agent.StreamResult, jsonOut bool) (*agent.Result, erro
 		}
 		r.event(ev, "")
 	}
-	r.endLine()
+	r.t.endLine()
 	return s.Result()
 }
 
-// renderer prints events for people: the reply text on stdout, everything
-// else on stderr.
+// renderer prints events for people: the answer on stdout, everything
+// else on stderr, each piece once. Which text is the answer depends on the
+// phase of the step: a ReAct step's reasoning reply is reasoning, a plan's
+// JSON is shown as the plan_created event lists it, a plan step's replies
+// are progress, and the reply that ends the run (the loop's or ReAct's
+// last, the plan's final answer) is the answer.
 type renderer struct {
-	out, err io.Writer
-	open     bool // a text line on stdout is not finished
-	thinking bool // a reasoning line on stderr is not finished
-}
-
-func (r *renderer) endLine() {
-	if r.open {
-		fmt.Fprintln(r.out)
-		r.open = false
-	}
-	if r.thinking {
-		fmt.Fprintln(r.err)
-		r.thinking = false
-	}
+	t textOut
+	// phase is the current step's ("reasoning", "planning", "replanning",
+	// "execution", "answer"; "" for the loop's steps).
+	phase string
+	// reasoned: this ReAct step's reasoning event came; reasoningShown:
+	// its reasoning was shown as it streamed.
+	reasoned, reasoningShown bool
 }
 
 func (r *renderer) event(ev agent.Event, indent string) {
 	if ev.Source == agent.SourceUPP {
-		switch ev.UPP.Type {
-		case llm.TextDelta, llm.ObjectDelta:
-			if indent != "" {
-				return // sub-agent text is summarised by subagent_end
-			}
-			if r.thinking {
-				fmt.Fprintln(r.err)
-				r.thinking = false
-			}
-			fmt.Fprint(r.out, ev.UPP.Delta.Text)
-			r.open = !strings.HasSuffix(ev.UPP.Delta.Text, "\n")
-		case llm.MessageStop:
-			if indent == "" && r.open {
-				fmt.Fprintln(r.out)
-				r.open = false
-			}
-		case llm.ReasoningDelta:
-			if indent != "" {
-				return
-			}
-			if !r.thinking {
-				r.endLine()
-				fmt.Fprint(r.err, "[thinking] ")
-				r.thinking = true
-			}
-			fmt.Fprint(r.err, ev.UPP.Delta.Text)
+		if indent != "" {
+			return // a sub-agent's stream is summarised by subagent_end
 		}
+		r.stream(ev.UPP.Type, ev.UPP.Delta.Text)
 		return
 	}
 	u := ev.UAP
-	line := func(format string, args ...any) {
-		r.endLine()
-		fmt.Fprintf(r.err, indent+format+"\n", args...)
-	}
+	line := func(format string, args ...any) { r.t.line(indent + fmt.Sprintf(format, args...)) }
 	switch u.Type {
 	case agent.EventStepStart:
 		if indent == "" {
+			r.phase, _ = u.Data["phase"].(string)
+			r.reasoned, r.reasoningShown = false, false
 			line("── step %d ──", u.Step)
 		}
 	case agent.EventReasoning:
-		line("[reasoning] %s", u.Data["reasoning"])
+		if indent == "" {
+			r.reasoned = true
+			if r.reasoningShown {
+				return
+			}
+		}
+		if s, _ := u.Data["reasoning"].(string); s != "" {
+			line("[reasoning] %s", s)
+		}
 	case agent.EventAction:
 		for _, c := range asCalls(u.Data["toolCalls"]) {
 			args, _ := json.Marshal(c.Arguments)
@@ -307,6 +290,36 @@ func (r *renderer) event(ev agent.Event, indent string) {
 			line("[sub-agent %s] done: %s", u.Data["subagentType"], clip(fmt.Sprint(u.Data["result"]), 200))
 		} else {
 			line("[sub-agent %s] failed: %s", u.Data["subagentType"], u.Data["error"])
+		}
+	}
+}
+
+// stream routes one streamed model event of the top-level agent.
+func (r *renderer) stream(typ llm.StreamEventType, text string) {
+	reasoningReply := r.phase == "reasoning" && !r.reasoned
+	switch typ {
+	case llm.MessageStart:
+		r.t.messageStart()
+	case llm.MessageStop:
+		r.t.messageStop()
+	case llm.ToolCallDelta:
+		if !reasoningReply {
+			r.t.toolCall()
+		}
+	case llm.ReasoningDelta:
+		r.reasoningShown = r.reasoningShown || (reasoningReply && text != "")
+		r.t.note(labelThinking, text)
+	case llm.TextDelta, llm.ObjectDelta:
+		switch {
+		case reasoningReply:
+			r.reasoningShown = r.reasoningShown || text != ""
+			r.t.note(labelReasoning, text)
+		case r.phase == "planning" || r.phase == "replanning":
+			// the plan: shown as plan_created lists it
+		case r.phase == "execution":
+			r.t.note(labelModel, text)
+		default:
+			r.t.answer(text)
 		}
 	}
 }

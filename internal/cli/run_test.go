@@ -109,3 +109,70 @@ func TestRunUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// Each piece of a run's content is printed once, on its stream: stdout
+// holds the answer only; reasoning, the plan, plan steps' replies and the
+// words around tool calls go to stderr.
+func TestRunPrintsEachPieceOnceOnItsStream(t *testing.T) {
+	for _, strategy := range []string{"loop", "react", "plan"} {
+		code, out, errs := runCLI(t, "", "run", "--strategy", strategy, "What is (12 + 30) * 2?")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", strategy, code, errs)
+		}
+		if out != "(12 + 30) * 2 = 84.\n" {
+			t.Errorf("%s: stdout %q, want the answer only", strategy, out)
+		}
+		once := []string{"[tool] calculate", "[result] calculate → 84"}
+		if strategy != "plan" {
+			once = append(once, "the calculator will evaluate it exactly")
+		}
+		for _, sentence := range once {
+			if n := strings.Count(errs, sentence); n != 1 {
+				t.Errorf("%s: stderr has %q %d times, want once:\n%s", strategy, sentence, n, errs)
+			}
+		}
+		if strings.Contains(errs, "(12 + 30) * 2 = 84.") || strings.Contains(out+errs, `{"steps"`) {
+			t.Errorf("%s: the answer or the raw plan on stderr:\n%s", strategy, errs)
+		}
+	}
+}
+
+// A reply that calls tools is not the answer: its words go to stderr,
+// even when they stream before the tool call; reasoning blocks are shown
+// once, and a ReAct step's reasoning made of reasoning blocks is not
+// repeated by its reasoning event.
+func TestRunReplyWordsAroundToolCallsGoToStderr(t *testing.T) {
+	dir := t.TempDir()
+	script := writeFile(t, dir, "s.yaml", `steps:
+  - reasoning: "I should add."
+    text: "Let me add these."
+    tool_calls: [{id: c1, name: calculate, arguments: {expression: "2+2"}}]
+  - text: "It is 4."
+`)
+	code, out, errs := runCLI(t, "", "run", "-m", "scripted:"+script, "add 2 and 2")
+	if code != 0 || out != "It is 4.\n" {
+		t.Fatalf("exit %d, stdout %q, want the last reply only\n%s", code, out, errs)
+	}
+	for _, want := range []string{"[thinking] I should add.\n", "[model] Let me add these.\n"} {
+		if strings.Count(errs, want) != 1 {
+			t.Errorf("stderr lacks %q once:\n%s", want, errs)
+		}
+	}
+	react := writeFile(t, dir, "react.yaml", `steps:
+  - reasoning: "Four, by adding."
+  - text: "4"
+`)
+	code, out, errs = runCLI(t, "", "run", "--strategy", "react", "-m", "scripted:"+react, "add 2 and 2")
+	if code != 0 || out != "4\n" || strings.Count(errs, "Four, by adding.") != 1 {
+		t.Errorf("react: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	// Without tools, nothing is held: the reply streams to stdout.
+	code, out, _ = runCLI(t, "", "llm", "--tools", "off", "-m", "scripted:"+writeFile(t, dir, "text.yaml", "steps:\n  - text: \"4\"\n"), "add 2 and 2")
+	if code != 0 || out != "4\n" {
+		t.Errorf("llm without tools: exit %d, stdout %q", code, out)
+	}
+	code, out, errs = runCLI(t, "", "llm", "-m", "scripted:"+script, "add 2 and 2")
+	if code != 0 || out != "It is 4.\n" || strings.Count(errs, "[model] Let me add these.\n") != 1 {
+		t.Errorf("llm: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+}

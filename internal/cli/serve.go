@@ -1,15 +1,20 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/agentry-dev/agentry/agent"
@@ -43,7 +48,9 @@ type serveFlags struct {
 	policy     string
 	node       string
 	agentModel string
-	auditLog   string
+	// agentBaseURL is the API address of agentModel's provider.
+	agentBaseURL string
+	auditLog     string
 
 	// The TLS listener (UAMP, discovery, and the plain endpoints again).
 	tlsAddr    string
@@ -75,6 +82,8 @@ controls, at /uiap/ws (WebSocket; ?workflow=NAME) and /uiap/sessions
 transitions are actions. --token applies as for UAIP. A web page can be
 the app: /web/uiap.js is the browser module, /web/demo/ a demo store whose
 WebSocket (/web/demo/ws) is served by a scripted agent that shops in it.
+With --token the web demo is off (404): a browser cannot send the token on
+a WebSocket, and an open demo would run an agent for anyone.
 
 UAICP-0.3 (governed agent runs): POST /v1/runs starts a run of the
 built-in "support" agent ({"agent":"support","input":"refund o-1001",
@@ -101,8 +110,13 @@ exists); clients authenticate with a TLS client certificate, made with
 such a key (agentry uamp send does this) or issued by --uamp-client-ca,
 whose single URI names the sender.
 
-Operations: GET /healthz, GET /metrics (Prometheus text format). SIGINT or
+Operations: GET /healthz, GET /metrics (Prometheus text format). With
+--token, /metrics needs the token too (a Prometheus scrape sends it with
+authorization.credentials); /healthz stays open, for probes. SIGINT or
 SIGTERM shut down gracefully, finishing in-flight requests.
+
+--log-format json makes stderr one stream of JSON records: the lines
+written for people and the log package's output become records too.
 
 Every flag can also be set by an environment variable AGENTRY_<FLAG>
 (e.g. AGENTRY_ADDR, AGENTRY_STORE, AGENTRY_TOKEN; lists comma-separated);
@@ -125,7 +139,7 @@ a flag on the command line wins.`,
 	fl.StringVar(&f.data, "data", "./agentry-data", "data directory (the default SQLite store lives here)")
 	fl.StringVar(&f.store, "store", "", "session store URL: sqlite:///path, postgres://…, memory: (default sqlite in --data)")
 	fl.StringSliceVar(&f.workflows, "workflows", nil, "workflow YAML/JSON files or directories (default: the built-in examples)")
-	fl.StringVar(&f.token, "token", "", "require this bearer token on the UAIP endpoints")
+	fl.StringVar(&f.token, "token", "", "require this bearer token on the UAIP, UIAP, runs and approvals endpoints and /metrics (/healthz and /web/uiap.js stay open); turns the web demo off")
 	fl.StringSliceVar(&f.cors, "cors", nil, "origins allowed to call from a browser (\"*\" for any); CORS is off by default")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 24*time.Hour, "sessions expire after this long unused (negative: never)")
 	fl.Int64Var(&f.maxBody, "max-body", workflow.DefaultMaxBody, "largest request body in bytes (413 beyond)")
@@ -138,6 +152,7 @@ a flag on the command line wins.`,
 	fl.StringVar(&f.node, "node", "", "this replica's stable name in the audit journal (replicas sharing a PostgreSQL store need distinct names)")
 	fl.StringVar(&f.auditLog, "audit-log", "", "also export every audit journal record to this JSONL file (asynchronously; resumes where it stopped)")
 	fl.StringVar(&f.agentModel, "agent-model", "", "provider:model for the built-in support agent (default: its offline model)")
+	fl.StringVar(&f.agentBaseURL, "agent-base-url", "", "API address of --agent-model's provider (else <PROVIDER>_BASE_URL, the vendor's variable such as OPENAI_BASE_URL, or its default; compat:MODEL needs one)")
 	fl.StringVar(&f.tlsAddr, "tls-addr", "127.0.0.1:8443", "TLS 1.3 listen address: UAMP, discovery and every --addr endpoint (empty: no TLS listener)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate of the TLS listener (default: a development certificate made under --data)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM key of --tls-cert")
@@ -258,16 +273,46 @@ func applyGCPercent(pct int) bool {
 	return true
 }
 
-func runServe(ctx context.Context, e *env, f *serveFlags) error {
+func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 	logger, err := newLogger(e, f.logLevel, f.logFormat)
 	if err != nil {
 		return err
 	}
+	if f.logFormat == "json" {
+		// One structured stream: the lines written for people become
+		// records too, and so does the error that ends the server.
+		e = &env{stdin: e.stdin, stdout: e.stdout, stderr: &logLines{logger: logger}, isTTY: e.isTTY}
+		defer func() {
+			if err != nil {
+				err = loggedError(logger, err)
+			}
+		}()
+	}
+	defer useAsDefault(logger)() // libraries' slog.Default() and the log package
 	applyGCPercent(f.gcPercent)
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usageError("--tls-cert and --tls-key go together")
+	}
 	wfs, err := loadWorkflows(f.workflows)
 	if err != nil {
 		return fmt.Errorf("workflows: %w", err)
 	}
+
+	// Bind first: a second server on a busy port fails here, before it
+	// opens the store or recovers governed runs.
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return listenError("--addr", f.addr, err)
+	}
+	defer ln.Close() // on an early return; Serve closes it otherwise
+	tlsLn, err := listenTLS(e, f, logger)
+	if err != nil {
+		return err
+	}
+	if tlsLn != nil {
+		defer tlsLn.Close()
+	}
+
 	st, err := openStores(ctx, f.store, f.data)
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
@@ -290,7 +335,7 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 		names = append(names, w.Name)
 	}
 
-	srv := server.New(server.Options{Logger: logger, MaxInFlight: f.maxFlight})
+	srv := server.New(server.Options{Logger: logger, MaxInFlight: f.maxFlight, MetricsBearerToken: f.token})
 	uaip := workflow.NewHandler(engine, &workflow.HandlerOptions{MaxBodyBytes: f.maxBody, BearerToken: f.token, CORSOrigins: f.cors, Logger: logger})
 	for _, p := range []string{"/initialize", "/execute", "/api/workflows", "/api/workflows/", "/api/sessions/", "/"} {
 		srv.Handle(p, uaip)
@@ -301,7 +346,15 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 	}
 	defer closeUIAP()
 	srv.Handle("/web/", web.Handler()) // browser UIAP apps (issue 7 item 8)
-	srv.Handle("/web/demo/ws", web.DemoAgentHandler(&web.DemoOptions{OriginPatterns: f.cors, Logger: logger}))
+	if f.token == "" {
+		srv.Handle("/web/demo/ws", web.DemoAgentHandler(&web.DemoOptions{OriginPatterns: f.cors, Logger: logger}))
+	} else {
+		// A browser cannot send the token on a WebSocket, and the demo
+		// agent should not run for anyone: with --token it is off.
+		srv.Handle("/web/demo/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "the web demo is off: this server requires a token (agentry serve --token)", http.StatusNotFound)
+		}))
+	}
 	gov, err := startGovernance(ctx, e, f, st, logger)
 	if err != nil {
 		return err
@@ -325,18 +378,11 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 	go sweep(ctx, engine, logger, time.Minute)
 
 	// UAMP is served on the TLS listener only (DESIGN §6).
-	tlsSvc, err := startTLS(ctx, e, f, st, logger, srv.Handler())
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		if tlsSvc != nil {
-			tlsSvc.ln.Close()
-			tlsSvc.uamp.Close()
-			tlsSvc.grpc.Stop()
+	var tlsSvc *tlsService
+	if tlsLn != nil {
+		if tlsSvc, err = newTLSService(ctx, e, f, st, logger, srv.Handler(), tlsLn); err != nil {
+			return err
 		}
-		return err
 	}
 	logger.Info("agentry serving", "addr", ln.Addr().String(), "uaip_workflows", strings.Join(names, ","), "store", storeName(f))
 	fmt.Fprintf(e.stderr, "agentry: listening on http://%s (workflows: %s)\n", ln.Addr(), strings.Join(names, ", "))
@@ -360,6 +406,65 @@ func runServe(ctx context.Context, e *env, f *serveFlags) error {
 		err = terr
 	}
 	return err
+}
+
+// listenError words a failure to listen on a flag's address; a port in
+// use says so.
+func listenError(flag, addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s %s: the address is already in use (another agentry serve?); stop it or pick another %s", flag, addr, flag)
+	}
+	return fmt.Errorf("%s %s: %w", flag, addr, err)
+}
+
+// useAsDefault makes logger the process's slog.Default, which the log
+// package then writes through too (webhook tasks, libraries without a
+// logger), until the returned func restores what was there.
+func useAsDefault(logger *slog.Logger) (restore func()) {
+	prev, w, flags := slog.Default(), log.Writer(), log.Flags()
+	slog.SetDefault(logger)
+	return func() {
+		slog.SetDefault(prev)
+		log.SetOutput(w)
+		log.SetFlags(flags)
+	}
+}
+
+// logLines is the stderr of agentry serve with --log-format json: each
+// line written for people (without its "agentry: ") becomes a record.
+type logLines struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	buf    []byte
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := strings.TrimPrefix(strings.TrimSpace(string(l.buf[:i])), "agentry: ")
+		l.buf = l.buf[i+1:]
+		if line != "" {
+			l.logger.Info(line)
+		}
+	}
+}
+
+// loggedError logs the error that ends agentry serve as a record and
+// returns it for Main to exit with, without printing it again.
+func loggedError(logger *slog.Logger, err error) error {
+	logger.Error("agentry serve failed", "error", err.Error())
+	code := 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	return &exitError{code: code, err: err, quiet: true}
 }
 
 // exportAudit exports the journal to the JSONL file at path until the

@@ -19,11 +19,13 @@ func uaipCmd(e *env) *cobra.Command {
 		Use:   "uaip",
 		Short: "Talk to a UAIP server: list workflows, start sessions, run actions",
 		Example: `  agentry uaip workflows
-  agentry uaip init store
-  agentry uaip exec -s SESSION -w store --task add_to_cart --args '{"product_id":"SKU-001","quantity":2}'
-  agentry uaip exec -s SESSION -w store --stage checkout
-  agentry uaip exec -s SESSION -w store --state '{"user.email":"ada@example.com"}'
-  agentry uaip session SESSION`,
+  S=$(agentry uaip init store -q)
+  agentry uaip exec -s $S -w store --task search_products --args '{"category":"coffee"}'
+  agentry uaip exec -s $S -w store --stage cart
+  agentry uaip exec -s $S -w store --task add_to_cart --args '{"product_id":"SKU-001","quantity":2}'
+  agentry uaip exec -s $S -w store --state '{"user.email":"ada@example.com"}'
+  agentry uaip exec -s $S -w store --stage checkout
+  agentry uaip session $S`,
 	}
 	cmd.PersistentFlags().StringVar(&url, "url", "http://127.0.0.1:8080", "server base URL")
 	cmd.PersistentFlags().StringVar(&token, "token", "", "bearer token")
@@ -49,16 +51,26 @@ func uaipCmd(e *env) *cobra.Command {
 			return print(ws)
 		},
 	})
-	cmd.AddCommand(&cobra.Command{
-		Use: "init WORKFLOW", Short: "Start a session", Args: cobra.ExactArgs(1),
+	var quiet bool
+	initCmd := &cobra.Command{
+		Use: "init WORKFLOW", Short: "Start a session: its id, workflow, initial stage and stages as JSON (-q: the id only)",
+		Example: `  agentry uaip init store
+  S=$(agentry uaip init store -q)`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r, err := client().Initialize(cmd.Context(), args[0])
 			if err != nil {
 				return uaipError(err)
 			}
+			if quiet {
+				_, err := fmt.Fprintln(e.stdout, r.SessionID)
+				return err
+			}
 			return print(r)
 		},
-	})
+	}
+	initCmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the session id (for S=$(agentry uaip init NAME -q))")
+	cmd.AddCommand(initCmd)
 	cmd.AddCommand(&cobra.Command{
 		Use: "session ID", Short: "Show a session's stage and state", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

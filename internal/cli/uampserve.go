@@ -44,16 +44,13 @@ type tlsService struct {
 	did  string
 }
 
-// startTLS listens on --tls-addr and prepares what it serves; it returns
-// nil (and no error) when --tls-addr is empty, or when the default
-// address is taken (the plain protocols do not depend on it).
-func startTLS(ctx context.Context, e *env, f *serveFlags, st *stores, logger *slog.Logger, plain http.Handler) (*tlsService, error) {
+// listenTLS listens on --tls-addr; it returns nil (and no error) when
+// --tls-addr is empty, or when the default address is taken (the plain
+// protocols do not depend on it).
+func listenTLS(e *env, f *serveFlags, logger *slog.Logger) (net.Listener, error) {
 	if f.tlsAddr == "" {
 		logger.Info("TLS listener disabled (--tls-addr is empty): UAMP is not served")
 		return nil, nil
-	}
-	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, usageError("--tls-cert and --tls-key go together")
 	}
 	ln, err := net.Listen("tcp", f.tlsAddr)
 	if err != nil {
@@ -62,16 +59,12 @@ func startTLS(ctx context.Context, e *env, f *serveFlags, st *stores, logger *sl
 			fmt.Fprintf(e.stderr, "agentry: cannot listen on %s (%v): UAMP is not served; pick another --tls-addr\n", f.tlsAddr, err)
 			return nil, nil
 		}
-		return nil, fmt.Errorf("--tls-addr: %w", err)
+		return nil, listenError("--tls-addr", f.tlsAddr, err)
 	}
-	svc, err := newTLSService(ctx, e, f, st, logger, plain, ln)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return svc, nil
+	return ln, nil
 }
 
+// newTLSService prepares what the TLS listener ln serves.
 func newTLSService(ctx context.Context, e *env, f *serveFlags, st *stores, logger *slog.Logger, plain http.Handler, ln net.Listener) (*tlsService, error) {
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	if ip := net.ParseIP(host); ip != nil && (ip.IsUnspecified() || ip.To4() == nil) {

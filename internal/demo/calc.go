@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
+	"strings"
 )
 
 // maxExpr bounds an expression's length and nesting.
@@ -12,6 +14,12 @@ const (
 	maxExpr  = 1024
 	maxDepth = 64
 )
+
+// arithmeticError is an error of a well-formed expression: division by
+// zero, a non-finite result.
+type arithmeticError string
+
+func (e arithmeticError) Error() string { return string(e) }
 
 // Evaluate computes an arithmetic expression: numbers, + - * / % ^,
 // parentheses and unary minus, with the usual precedence (^ binds tightest
@@ -31,7 +39,7 @@ func Evaluate(expr string) (float64, error) {
 		return 0, fmt.Errorf("unexpected %q at offset %d", p.src[p.pos:p.pos+1], p.pos)
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, errors.New("result is not a finite number")
+		return 0, arithmeticError("result is not a finite number")
 	}
 	return v, nil
 }
@@ -92,7 +100,7 @@ func (p *parser) product() (float64, error) {
 		case op == '*':
 			v *= r
 		case r == 0:
-			return 0, errors.New("division by zero")
+			return 0, arithmeticError("division by zero")
 		case op == '/':
 			v /= r
 		default:
@@ -169,4 +177,95 @@ func FormatNumber(v float64) string {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return strconv.FormatFloat(v, 'g', 12, 64)
+}
+
+// maxSearch bounds the stretch of text FindExpression searches (the
+// search is cubic in its length).
+const maxSearch = 256
+
+// exprChars are the characters an arithmetic expression is written with
+// (after normalise).
+const exprChars = "0123456789.+-*/%^() \t"
+
+// exprNormaliser rewrites the ways people write arithmetic in prose into
+// the calculator's syntax: the multiplication and division signs, the
+// Unicode minus, "**" for powers, and digit-group commas (1,234).
+var exprNormaliser = strings.NewReplacer("×", "*", "⋅", "*", "·", "*", "÷", "/", "−", "-", "–", "-", "**", "^")
+
+var (
+	digitGroups = regexp.MustCompile(`(\d),(\d{3})\b`)
+	timesX      = regexp.MustCompile(`([\d)])\s*[xX]\s*([\d(])`)
+)
+
+// FindExpression returns the arithmetic expression a text asks about, in
+// the calculator's syntax, or "" when it holds none. Of the stretches of
+// the text written only with numbers, operators and parentheses, it takes
+// the longest part that evaluates and has an operator between two
+// operands — so that "What is (12 + 30) * 2?" gives "(12 + 30) * 2", "2 ×
+// 3" gives "2 * 3", and a lone number or a date-like "12:30" gives "".
+func FindExpression(text string) string {
+	s := exprNormaliser.Replace(text)
+	for range 2 { // overlapping groups: 1,234,567
+		s = digitGroups.ReplaceAllString(s, "$1$2")
+	}
+	s = timesX.ReplaceAllString(s, "$1 * $2")
+	best := ""
+	for _, run := range strings.FieldsFunc(s, func(r rune) bool { return !strings.ContainsRune(exprChars, r) }) {
+		if c := longestExpression(run); len(c) > len(best) {
+			best = c
+		}
+	}
+	return best
+}
+
+// longestExpression returns the longest substring of run (a stretch of
+// expression characters) that is an expression with an operator.
+func longestExpression(run string) string {
+	run = strings.TrimSpace(run)
+	if len(run) > maxSearch {
+		run = run[:maxSearch]
+	}
+	// Candidate bounds: an expression starts at a digit, "(", "-" or "."
+	// and ends at a digit or ")".
+	var starts, ends []int
+	for i := 0; i < len(run); i++ {
+		c := run[i]
+		if c >= '0' && c <= '9' || c == '(' || c == '-' || c == '.' {
+			starts = append(starts, i)
+		}
+		if c >= '0' && c <= '9' || c == ')' { // not ".": the end of a sentence
+			ends = append(ends, i+1)
+		}
+	}
+	best := ""
+	for _, i := range starts {
+		for k := len(ends) - 1; k >= 0 && ends[k]-i > len(best); k-- {
+			cand := run[i:ends[k]]
+			if hasOperator(cand) {
+				var ae arithmeticError
+				if _, err := Evaluate(cand); err == nil || errors.As(err, &ae) {
+					best = cand
+					break
+				}
+			}
+		}
+	}
+	return best
+}
+
+// hasOperator reports whether expr has a binary operator: one that
+// follows an operand (a digit, "." or ")").
+func hasOperator(expr string) bool {
+	prev := byte(0)
+	for i := 0; i < len(expr); i++ {
+		c := expr[i]
+		if c == ' ' || c == '\t' {
+			continue
+		}
+		if strings.IndexByte("+-*/%^", c) >= 0 && (prev >= '0' && prev <= '9' || prev == '.' || prev == ')') {
+			return true
+		}
+		prev = c
+	}
+	return false
 }

@@ -19,9 +19,6 @@ import (
 // ModelID is the demo model's id ("scripted:demo" on the command line).
 const ModelID = "demo"
 
-// exprPattern finds an arithmetic expression: numbers joined by operators.
-var exprPattern = regexp.MustCompile(`[-(]*\d+(?:\.\d+)?\)*(?:\s*[-+*/%^]\s*[-(]*\d+(?:\.\d+)?\)*)+`)
-
 // Calculator is a tool evaluating arithmetic expressions.
 var Calculator = llm.NewTool("calculate", "Evaluates an arithmetic expression with + - * / % ^ and parentheses.",
 	llm.MustSchema(`{"type":"object","properties":{"expression":{"type":"string","description":"e.g. (2+3)*4"}},"required":["expression"]}`),
@@ -49,10 +46,13 @@ func Tools() []llm.Tool { return []llm.Tool{Calculator, WordStats} }
 
 // Model returns the demo model. For the task (the latest user message
 // that is not an agent strategy's prompt) it calls the calculator when the
-// task holds arithmetic and word_stats otherwise, then answers from the
-// tool's result. It also plays along with the agent strategies: it reasons
-// when ReAct asks it to, plans when Plan asks for a plan (structured), and
-// executes plan steps. Without tools it says what it would have done.
+// task holds arithmetic (FindExpression) and word_stats otherwise, then
+// answers from the tool's result. It also plays along with the agent
+// strategies, saying each thing once: it reasons when ReAct asks it to
+// (and then acts without reasoning again), plans when Plan asks for a plan
+// (structured), reports each plan step's outcome and gives the final
+// answer when the plan is done. Without tools it says what it would have
+// done.
 func Model() *scripted.Model {
 	m := scripted.NewFunc(reply)
 	m.ID = ModelID
@@ -67,6 +67,10 @@ func strategyPrompt(text string) bool {
 		strings.HasPrefix(text, "All steps of the plan are complete") || strings.HasPrefix(text, "The plan could not be completed")
 }
 
+// planStepTool extracts the tool a plan step prompt names: "… (use the
+// NAME tool)".
+var planStepTool = regexp.MustCompile(`\(use the (\S+) tool\)$`)
+
 func reply(_ context.Context, req *llm.Request) (scripted.Step, error) {
 	msgs := req.Messages
 	if len(msgs) == 0 {
@@ -76,29 +80,35 @@ func reply(_ context.Context, req *llm.Request) (scripted.Step, error) {
 	for _, t := range req.Tools {
 		has[t.Name] = true
 	}
-	// The task, and the tool results since.
-	task, taskAt := "", 0
+	// The task and the latest prompt (the task or a strategy's), and the
+	// tool results since each.
+	task, taskAt, prompt, promptAt := "", 0, "", -1
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if u, ok := msgs[i].(*llm.UserMessage); ok && !strategyPrompt(u.Text()) {
+		u, ok := msgs[i].(*llm.UserMessage)
+		if !ok {
+			continue
+		}
+		if promptAt < 0 {
+			prompt, promptAt = u.Text(), i
+		}
+		if !strategyPrompt(u.Text()) {
 			task, taskAt = u.Text(), i
 			break
 		}
 	}
-	var results []llm.ToolResult
-	for _, m := range msgs[taskAt:] {
-		if r, ok := m.(*llm.ToolResultMessage); ok {
-			results = append(results, r.Results...)
-		}
-	}
+	results := resultsSince(msgs, taskAt)
+	stepResults := resultsSince(msgs, max(promptAt, 0))
 	last := msgs[len(msgs)-1]
-	prompt := ""
-	if u, ok := last.(*llm.UserMessage); ok {
-		prompt = u.Text()
-	}
-	expr := exprPattern.FindString(task)
+	expr := FindExpression(task)
 	tool := WordStats.Name
 	if expr != "" {
 		tool = Calculator.Name
+	}
+	call := func() scripted.Step {
+		if expr != "" {
+			return scripted.Step{ToolCalls: []llm.ToolCall{{ToolName: Calculator.Name, Arguments: map[string]any{"expression": expr}}}}
+		}
+		return scripted.Step{ToolCalls: []llm.ToolCall{{ToolName: WordStats.Name, Arguments: map[string]any{"text": task}}}}
 	}
 	switch {
 	case strings.Contains(prompt, "Create an execution plan") && req.Structure != nil:
@@ -108,8 +118,6 @@ func reply(_ context.Context, req *llm.Request) (scripted.Step, error) {
 		}}}, nil
 	case req.Structure != nil:
 		return scripted.Step{Data: map[string]any{"text": task, "words": len(strings.Fields(task))}}, nil
-	case last.Type() == llm.TypeToolResult:
-		return answer(req, results), nil
 	case prompt == execution.DefaultReasoningPrompt:
 		if len(results) > 0 {
 			return scripted.Step{Text: "The tool has answered; I can give the result now."}, nil
@@ -118,24 +126,58 @@ func reply(_ context.Context, req *llm.Request) (scripted.Step, error) {
 			return scripted.Step{Text: "The task contains the expression " + expr + "; the calculator will evaluate it exactly."}, nil
 		}
 		return scripted.Step{Text: "There is no arithmetic in the task; I will measure the text."}, nil
-	case strategyPrompt(prompt) && len(results) > 0:
+	case strings.HasPrefix(prompt, "Execute step"):
+		named := planStepTool.FindStringSubmatch(prompt)
+		switch {
+		case len(stepResults) > 0:
+			return scripted.Step{Text: "Step done: " + outcome(req, stepResults)}, nil
+		case named != nil && has[named[1]] && named[1] == tool:
+			return call(), nil
+		}
+		return scripted.Step{Text: "Step done: the result is ready to be stated."}, nil
+	case last.Type() == llm.TypeToolResult, strategyPrompt(prompt) && len(results) > 0:
 		return answer(req, results), nil
 	}
 	if !has[tool] {
-		return scripted.Step{Text: fmt.Sprintf("(demo model, no tools enabled) You wrote %d words.", len(strings.Fields(task)))}, nil
+		return scripted.Step{Text: fmt.Sprintf("(demo model, no tools enabled) You wrote %s.", plural(len(strings.Fields(task)), "word"))}, nil
 	}
-	call := llm.ToolCall{ToolName: WordStats.Name, Arguments: map[string]any{"text": task}}
-	step := scripted.Step{Reasoning: "There is no arithmetic here; I will measure the text instead.", Text: "Let me count that."}
-	if expr != "" {
-		call = llm.ToolCall{ToolName: Calculator.Name, Arguments: map[string]any{"expression": strings.TrimSpace(expr)}}
-		step = scripted.Step{Reasoning: "The prompt contains the expression " + expr + "; the calculator will evaluate it exactly.", Text: "Let me calculate that."}
+	step := call()
+	if prompt != execution.DefaultActionPrompt { // ReAct has reasoned already
+		step.Reasoning = "There is no arithmetic here; I will measure the text instead."
+		if expr != "" {
+			step.Reasoning = "The prompt contains the expression " + expr + "; the calculator will evaluate it exactly."
+		}
 	}
-	step.ToolCalls = []llm.ToolCall{call}
 	return step, nil
 }
 
-// answer phrases the final reply from the task's tool results.
-func answer(req *llm.Request, results []llm.ToolResult) scripted.Step {
+// resultsSince returns the tool results of msgs[from:].
+func resultsSince(msgs []llm.Message, from int) []llm.ToolResult {
+	var out []llm.ToolResult
+	for _, m := range msgs[from:] {
+		if r, ok := m.(*llm.ToolResultMessage); ok {
+			out = append(out, r.Results...)
+		}
+	}
+	return out
+}
+
+// outcome says what a plan step's tool calls returned.
+func outcome(req *llm.Request, results []llm.ToolResult) string {
+	calls := callsByID(req)
+	var parts []string
+	for _, r := range results {
+		c := calls[r.ToolCallID]
+		verb := "returned"
+		if r.IsError {
+			verb = "failed:"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %s.", c.ToolName, verb, llm.ResultText(r.Result)))
+	}
+	return strings.Join(parts, " ")
+}
+
+func callsByID(req *llm.Request) map[string]llm.ToolCall {
 	calls := map[string]llm.ToolCall{}
 	for _, m := range req.Messages {
 		if a, ok := m.(*llm.AssistantMessage); ok {
@@ -144,6 +186,20 @@ func answer(req *llm.Request, results []llm.ToolResult) scripted.Step {
 			}
 		}
 	}
+	return calls
+}
+
+// plural writes n and the noun, in the plural unless n is 1.
+func plural(n any, noun string) string {
+	if fmt.Sprint(n) == "1" {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%v %ss", n, noun)
+}
+
+// answer phrases the final reply from the task's tool results.
+func answer(req *llm.Request, results []llm.ToolResult) scripted.Step {
+	calls := callsByID(req)
 	var parts []string
 	for _, r := range results {
 		c := calls[r.ToolCallID]
@@ -154,7 +210,7 @@ func answer(req *llm.Request, results []llm.ToolResult) scripted.Step {
 			parts = append(parts, fmt.Sprintf("%v = %s.", c.Arguments["expression"], llm.ResultText(r.Result)))
 		case c.ToolName == WordStats.Name:
 			if m, ok := r.Result.(map[string]any); ok {
-				parts = append(parts, fmt.Sprintf("Your text has %v words and %v characters.", m["words"], m["characters"]))
+				parts = append(parts, fmt.Sprintf("Your text has %s and %s.", plural(m["words"], "word"), plural(m["characters"], "character")))
 				continue
 			}
 			fallthrough

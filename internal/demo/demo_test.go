@@ -2,9 +2,11 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/agentry-dev/agentry/agent/execution"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -75,5 +77,76 @@ func TestDemoModelReportsToolErrors(t *testing.T) {
 	}
 	if !strings.Contains(turn.Text(), "calculate tool failed: division by zero") {
 		t.Errorf("answer %q", turn.Text())
+	}
+}
+
+func TestFindExpression(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"What is (12 + 30) * 2?", "(12 + 30) * 2"},
+		{"What is (12 + 30) × 2?", "(12 + 30) * 2"},
+		{"What is (12 + 30)*2?", "(12 + 30)*2"},
+		{"what's (12 + 30) x 2", "(12 + 30) * 2"},
+		{"What is 2 * (3 + 4)?", "2 * (3 + 4)"},
+		{"What is 1234 * 5678?", "1234 * 5678"},
+		{"What is 1,234 * 5?", "1234 * 5"},
+		{"What is 2^16 - 1?", "2^16 - 1"},
+		{"What is 2**10?", "2^10"},
+		{"10 ÷ 4", "10 / 4"},
+		{"5 − 3", "5 - 3"},
+		{"What is 6*7?", "6*7"},
+		{"compute 1/0 please", "1/0"},
+		{"Step 1: compute (12 + 30) * 2.", "(12 + 30) * 2"},
+		{"first 1+1, then (12 + 30) * 2", "(12 + 30) * 2"},
+		{"((1 + 2)) * 3)", "((1 + 2)) * 3"},
+		{"(12 + 30", "12 + 30"},
+		{"-(3 + 4) * 2", "-(3 + 4) * 2"},
+		{"Why is the sky blue?", ""},
+		{"Hello", ""},
+		{"call me at 12:30", ""},
+		{"I have 3 apples", ""},
+		{"-5", ""},
+		{"", ""},
+	} {
+		if got := FindExpression(tc.text); got != tc.want {
+			t.Errorf("FindExpression(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+}
+
+func FuzzFindExpression(f *testing.F) {
+	for _, s := range []string{"What is (12 + 30) * 2?", "2 × 3", "1,234,567 x 2", "((((", "1e5 + 2", strings.Repeat("(1+", 100)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		expr := FindExpression(s)
+		if expr == "" {
+			return
+		}
+		var ae arithmeticError
+		if _, err := Evaluate(expr); err != nil && !errors.As(err, &ae) {
+			t.Fatalf("FindExpression(%q) = %q, which does not parse: %v", s, expr, err)
+		}
+		if !hasOperator(expr) {
+			t.Fatalf("FindExpression(%q) = %q, which has no operator", s, expr)
+		}
+	})
+}
+
+// The demo model says each thing once with every strategy's prompts: a
+// ReAct action after the reasoning does not reason again.
+func TestDemoModelReasonsOncePerReActStep(t *testing.T) {
+	inst, err := llm.LLM(llm.LLMOptions{Model: Model().Ref(), Tools: Tools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn, err := inst.GenerateStep(context.Background(), []llm.Message{llm.NewUserMessage(llm.Text("What is (12 + 30) * 2?"))}, llm.Text(execution.DefaultActionPrompt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := turn.Response.Reasoning(); r != "" {
+		t.Errorf("the action reply reasons again: %q", r)
+	}
+	if !turn.Response.HasToolCalls() {
+		t.Errorf("the action reply calls no tool: %q", turn.Text())
 	}
 }

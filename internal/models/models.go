@@ -4,6 +4,7 @@ package models
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 
@@ -49,9 +50,9 @@ var providers = map[string]factory{
 	"ollama": {"Ollama native API (OLLAMA_HOST, default http://localhost:11434)", func(m, _ string) (llm.ModelReference, error) {
 		return ollama.Model(m, nil), nil
 	}},
-	"compat": {"any OpenAI-compatible server at --base-url (COMPAT_API_KEY, optional)", func(m, base string) (llm.ModelReference, error) {
+	"compat": {"any OpenAI-compatible server at --base-url or COMPAT_BASE_URL (COMPAT_API_KEY, optional)", func(m, base string) (llm.ModelReference, error) {
 		if base == "" {
-			return llm.ModelReference{}, fmt.Errorf("compat:%s needs a base URL", m)
+			return llm.ModelReference{}, fmt.Errorf("compat:%s needs the server's base URL (e.g. http://localhost:8000/v1): give it as a flag (--base-url; serve: --agent-base-url) or in %s", m, EnvBaseURLName("compat"))
 		}
 		return openai.Compatible("compat", base, m, nil), nil
 	}},
@@ -75,8 +76,37 @@ func init() {
 	}
 }
 
-// Resolve turns "provider:model" into a model reference. baseURL, when
-// set, overrides the provider's API address.
+// vendorBaseURLEnv are the vendors' own variables for their API address,
+// read after <PROVIDER>_BASE_URL. (Ollama's OLLAMA_HOST is read by the
+// ollama provider itself, which normalises it as Ollama does.)
+var vendorBaseURLEnv = map[string][]string{
+	"openai-chat": {"OPENAI_BASE_URL"},
+	"gemini":      {"GOOGLE_GEMINI_BASE_URL"},
+}
+
+// EnvBaseURLName returns the environment variable that sets a provider's
+// API address: <PROVIDER>_BASE_URL, upper-cased, with non-alphanumerics
+// turned into underscores (ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
+// COMPAT_BASE_URL, GROQ_BASE_URL…).
+func EnvBaseURLName(provider string) string {
+	return strings.TrimSuffix(llm.EnvKeyName(provider), "_API_KEY") + "_BASE_URL"
+}
+
+// BaseURLEnv lists the environment variables a provider's API address is
+// read from, in order, when no flag gives it: EnvBaseURLName, then the
+// vendor's own (OPENAI_BASE_URL for openai-chat, GOOGLE_GEMINI_BASE_URL);
+// nil for the offline scripted models.
+func BaseURLEnv(provider string) []string {
+	if provider == "scripted" {
+		return nil
+	}
+	return append([]string{EnvBaseURLName(provider)}, vendorBaseURLEnv[provider]...)
+}
+
+// Resolve turns "provider:model" into a model reference. Its API address
+// is baseURL when set (a flag), else the first of the provider's
+// BaseURLEnv variables that is set, else the provider's default (for
+// ollama: OLLAMA_HOST, else localhost).
 func Resolve(spec, baseURL string) (llm.ModelReference, error) {
 	provider, model, ok := strings.Cut(spec, ":")
 	if !ok || provider == "" || model == "" {
@@ -85,6 +115,12 @@ func Resolve(spec, baseURL string) (llm.ModelReference, error) {
 	f, ok := providers[provider]
 	if !ok {
 		return llm.ModelReference{}, fmt.Errorf("unknown provider %q; known: %s", provider, strings.Join(Providers(), ", "))
+	}
+	for _, name := range BaseURLEnv(provider) {
+		if baseURL != "" {
+			break
+		}
+		baseURL = strings.TrimSpace(os.Getenv(name))
 	}
 	ref, err := f.make(model, baseURL)
 	if err != nil {

@@ -70,3 +70,50 @@ func TestMaxTokens(t *testing.T) {
 		t.Error("a cap was invented for openai")
 	}
 }
+
+// A provider's API address: the flag, else <PROVIDER>_BASE_URL, else the
+// vendor's own variable, else the default (no Config.BaseURL).
+func TestResolveBaseURL(t *testing.T) {
+	for _, name := range []string{"OPENAI_BASE_URL", "OPENAI_CHAT_BASE_URL", "ANTHROPIC_BASE_URL", "COMPAT_BASE_URL", "GROQ_BASE_URL", "GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "SCRIPTED_BASE_URL"} {
+		t.Setenv(name, "")
+	}
+	for _, tc := range []struct {
+		name, spec, flag string
+		env              map[string]string
+		want             string
+	}{
+		{"default", "anthropic:m", "", nil, ""},
+		{"provider variable", "anthropic:m", "", map[string]string{"ANTHROPIC_BASE_URL": "http://a"}, "http://a"},
+		{"flag first", "anthropic:m", "http://flag", map[string]string{"ANTHROPIC_BASE_URL": "http://a"}, "http://flag"},
+		{"openai", "openai:m", "", map[string]string{"OPENAI_BASE_URL": "http://o/v1"}, "http://o/v1"},
+		{"openai-chat: vendor variable", "openai-chat:m", "", map[string]string{"OPENAI_BASE_URL": "http://o/v1"}, "http://o/v1"},
+		{"openai-chat: its own first", "openai-chat:m", "", map[string]string{"OPENAI_BASE_URL": "http://o/v1", "OPENAI_CHAT_BASE_URL": "http://c/v1"}, "http://c/v1"},
+		{"gemini: vendor variable", "gemini:m", "", map[string]string{"GOOGLE_GEMINI_BASE_URL": "http://g/v1beta"}, "http://g/v1beta"},
+		{"compat", "compat:m", "", map[string]string{"COMPAT_BASE_URL": "http://c/v1"}, "http://c/v1"},
+		{"groq", "groq:m", "", map[string]string{"GROQ_BASE_URL": "http://q/v1"}, "http://q/v1"},
+		{"scripted reads none", "scripted:demo", "", map[string]string{"SCRIPTED_BASE_URL": "http://s"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			ref, err := Resolve(tc.spec, tc.flag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if ref.Config != nil {
+				got = ref.Config.BaseURL
+			}
+			if got != tc.want {
+				t.Errorf("BaseURL = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if _, err := Resolve("compat:m", ""); err == nil || !strings.Contains(err.Error(), "COMPAT_BASE_URL") {
+		t.Errorf("compat without a base URL: %v", err)
+	}
+	if got := EnvBaseURLName("openai-chat"); got != "OPENAI_CHAT_BASE_URL" {
+		t.Errorf("EnvBaseURLName = %s", got)
+	}
+}

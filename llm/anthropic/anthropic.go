@@ -211,7 +211,7 @@ func (h *handler) client(cfg llm.ProviderConfig, betas []string) *wire.Client {
 	if len(betas) > 0 {
 		headers["anthropic-beta"] = strings.Join(betas, ",")
 	}
-	return &wire.Client{
+	c := &wire.Client{
 		Provider:       Name,
 		Config:         cfg,
 		DefaultBaseURL: DefaultBaseURL,
@@ -219,6 +219,10 @@ func (h *handler) client(cfg llm.ProviderConfig, betas []string) *wire.Client {
 		Headers:        headers,
 		ParseError:     parseError,
 	}
+	if strings.HasSuffix(strings.TrimRight(c.URL(""), "/"), "/v1") {
+		c.BaseURLHint = "the Anthropic base URL is the server's root, without /v1 (/v1/messages is added to it)"
+	}
+	return c
 }
 
 func (h *handler) build(req *llm.Request, stream bool) (*builtRequest, error) {

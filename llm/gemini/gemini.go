@@ -68,7 +68,7 @@ func (handler) Capabilities() llm.LLMCapabilities {
 }
 
 func newClient(cfg llm.ProviderConfig) *wire.Client {
-	return &wire.Client{
+	c := &wire.Client{
 		Provider:       Name,
 		Config:         cfg,
 		DefaultBaseURL: DefaultBaseURL,
@@ -77,6 +77,10 @@ func newClient(cfg llm.ProviderConfig) *wire.Client {
 		ParseError:     parseError,
 		RetryDelay:     retryDelay,
 	}
+	if !strings.Contains(c.URL(""), "/v1") {
+		c.BaseURLHint = "the Gemini base URL includes the API version (e.g. " + DefaultBaseURL + ")"
+	}
+	return c
 }
 
 // modelPath returns the URL path of a model's resource: "models/{id}"

@@ -67,6 +67,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/agentry-dev/agentry/llm"
@@ -193,6 +194,9 @@ func newClient(cfg llm.ProviderConfig) *wire.Client {
 		StreamAccept: "application/x-ndjson",
 		Authorize:    func(h http.Header, key string) { h.Set("Authorization", "Bearer "+key) },
 		ParseError:   parseError,
+	}
+	if base := strings.TrimRight(c.URL(""), "/"); strings.HasSuffix(base, "/v1") || strings.HasSuffix(base, "/api") {
+		c.BaseURLHint = "the Ollama base URL is the server's root (e.g. " + DefaultBaseURL + "): /api/chat is added to it"
 	}
 	return c
 }

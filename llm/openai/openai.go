@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/internal/wire"
@@ -133,7 +134,7 @@ func (h *handler) client(cfg llm.ProviderConfig) *wire.Client {
 	if h.opts.Project != "" {
 		headers["OpenAI-Project"] = h.opts.Project
 	}
-	return &wire.Client{
+	c := &wire.Client{
 		Provider:       h.p.name,
 		Config:         cfg,
 		DefaultBaseURL: h.p.baseURL,
@@ -142,6 +143,10 @@ func (h *handler) client(cfg llm.ProviderConfig) *wire.Client {
 		Headers:        headers,
 		ParseError:     parseError,
 	}
+	if !strings.Contains(c.URL(""), "/v1") {
+		c.BaseURLHint = "OpenAI-compatible servers usually serve under /v1 (e.g. http://localhost:8000/v1)"
+	}
+	return c
 }
 
 // path returns the API's endpoint.

@@ -290,7 +290,11 @@ func (r *runner) checkExecuteErrors(ctx context.Context, session, initial string
 	r.expectError("execute/422-unknown-task", clause422Task, http.StatusUnprocessableEntity, x)
 
 	if task, stage := r.foreignTask(initial); task == "" {
-		r.skip("execute/422-task-of-another-stage", clause422Task, "", "no other stage has a task the initial stage lacks (or no schema)")
+		why := "no other stage has a task the initial stage lacks (or no schema)"
+		if r.opts.ReadOnly {
+			why = "no other stage has a read-only task the initial stage lacks (or no schema)"
+		}
+		r.skip("execute/422-task-of-another-stage", clause422Task, "", why)
 	} else {
 		x = r.execute(ctx, session, map[string]any{"action": "method_call", "task": task, "args": r.argsOrEmpty(task, stage)})
 		r.expectError("execute/422-task-of-another-stage", clause422Task, http.StatusUnprocessableEntity, x)
@@ -357,8 +361,12 @@ func (r *runner) foreignTask(initial string) (task string, stage *stageSchema) {
 			continue
 		}
 		st := r.schema.stages[name]
-		if only := tasksOnlyIn(st, r.schema.stages[initial]); len(only) > 0 {
-			return only[0], st
+		for _, t := range tasksOnlyIn(st, r.schema.stages[initial]) {
+			// A conformant server refuses it, but one that does not would
+			// run it: in read-only mode, only a task that reads.
+			if !r.opts.ReadOnly || st.readOnly(t) {
+				return t, st
+			}
 		}
 	}
 	return "", nil
@@ -460,6 +468,14 @@ func (r *runner) checkMethodCalls(ctx context.Context, session string, st *stage
 	var ok []string
 	for _, task := range st.taskNames() {
 		name := "execute/method_call/" + st.name + "." + task
+		if r.opts.ReadOnly && !st.readOnly(task) {
+			tier := st.tiers[task]
+			if tier == "" {
+				tier = "none declared"
+			}
+			r.skip(name, clauseMethodCall, "HTTP 200 with a JSON object", "read-only mode: the task may write (risk_tier: "+tier+")")
+			continue
+		}
 		args, err := genArgs(st.tasks[task])
 		if err != nil {
 			r.skip(name, clauseMethodCall, "HTTP 200 with a JSON object", "arguments cannot be generated: "+err.Error())

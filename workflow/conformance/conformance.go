@@ -16,6 +16,11 @@
 //
 // Tasks whose parameters cannot be satisfied generically (a pattern, an
 // unknown format, $ref, combinators…) are reported as skipped, not failed.
+//
+// Run calls the server's tasks with generated arguments: against a real
+// server, that has real effects (orders placed, messages sent). With
+// Options.ReadOnly it calls only the tasks the published schema declares
+// read-only (risk_tier "read_only").
 package conformance
 
 import (
@@ -39,6 +44,13 @@ type Options struct {
 	HTTPClient *http.Client
 	// BearerToken, when set, is sent as "Authorization: Bearer …".
 	BearerToken string
+	// ReadOnly calls only the tasks the workflow schema declares
+	// read-only (risk_tier "read_only"); the others, and those that
+	// declare nothing, are skipped. Without it, Run calls every task it
+	// can reach with generated arguments — on a real server, real side
+	// effects. Session-local actions (state_input, stage_transition) and
+	// the error checks run either way.
+	ReadOnly bool
 }
 
 // Result is the outcome of one check: conformance.Result, the type the
@@ -47,8 +59,10 @@ type Result = conformance.Result
 
 // Report is the outcome of Run.
 type Report struct {
-	BaseURL  string              `json:"base_url"`
-	Workflow string              `json:"workflow"`
+	BaseURL  string `json:"base_url"`
+	Workflow string `json:"workflow"`
+	// ReadOnly reports that only read-only tasks were called.
+	ReadOnly bool                `json:"read_only,omitempty"`
 	Results  conformance.Results `json:"results"`
 }
 
@@ -91,7 +105,7 @@ func Run(ctx context.Context, opts Options) *Report {
 	if r.hc == nil {
 		r.hc = &http.Client{Timeout: 10 * time.Second}
 	}
-	r.report = &Report{BaseURL: r.base, Workflow: opts.Workflow}
+	r.report = &Report{BaseURL: r.base, Workflow: opts.Workflow, ReadOnly: opts.ReadOnly}
 	r.run(ctx)
 	return r.report
 }

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/builtin"
+	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/store/memstore"
 	"github.com/agentry-dev/agentry/workflow"
 	"github.com/agentry-dev/agentry/workflow/conformance"
@@ -262,5 +265,99 @@ func TestReportString(t *testing.T) {
 	json.NewEncoder(&b).Encode(r)
 	if !strings.Contains(b.String(), `"passed":false`) {
 		t.Errorf("JSON: %s", b.String())
+	}
+}
+
+// recorder is a UAIP server that records the task of every method_call
+// it is sent, refused or not.
+type recorder struct {
+	mu    sync.Mutex
+	tasks []string
+}
+
+func (rc *recorder) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/execute" {
+			body, _ := io.ReadAll(r.Body)
+			var req struct{ Action, Task string }
+			if json.Unmarshal(body, &req) == nil && req.Action == "method_call" {
+				rc.mu.Lock()
+				rc.tasks = append(rc.tasks, req.Task)
+				rc.mu.Unlock()
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (rc *recorder) called() map[string]bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := map[string]bool{}
+	for _, t := range rc.tasks {
+		out[t] = true
+	}
+	return out
+}
+
+// tiered is a workflow whose tasks declare every risk tier, or none.
+func tiered() *workflow.Workflow {
+	task := func(name string, tier govern.Tier) *workflow.Task {
+		return &workflow.Task{Name: name, Description: name, Risk: tier, Parameters: llm.Schema{"type": "object"},
+			Run: func(context.Context, *workflow.TaskRequest) (*workflow.TaskResponse, error) {
+				return &workflow.TaskResponse{Result: map[string]any{"task": name}}, nil
+			}}
+	}
+	return &workflow.Workflow{Name: "tiered", InitialStage: "start",
+		Stages: map[string]*workflow.Stage{
+			"start": {Name: "start", Tasks: map[string]*workflow.Task{
+				"look": task("look", govern.ReadOnly), "poke": task("poke", govern.WriteLowRisk), "undeclared": task("undeclared", 0)}},
+			"next": {Name: "next", Tasks: map[string]*workflow.Task{
+				"peek": task("peek", govern.ReadOnly), "pay": task("pay", govern.WriteHighRisk)}},
+			"end": {Name: "end", Tasks: map[string]*workflow.Task{"erase": task("erase", govern.WriteHighRisk)}},
+		},
+		Transitions: map[string][]string{"start": {"next"}, "next": {"start", "end"}, "end": {}},
+	}
+}
+
+// In read-only mode the suite sends no method_call for a task that may
+// write (a write tier or none declared), not even one it expects refused;
+// without it, it calls them all.
+func TestUAIP_ReadOnlyModeCallsNoWritingTask(t *testing.T) {
+	writes := []string{"poke", "undeclared", "pay", "erase"}
+	for _, readOnly := range []bool{true, false} {
+		e := workflow.NewEngine(memstore.New().Sessions(), nil)
+		if err := e.Register(tiered()); err != nil {
+			t.Fatal(err)
+		}
+		rc := &recorder{}
+		srv := serve(t, rc.wrap(workflow.NewHandler(e, nil)))
+		rep := conformance.Run(context.Background(), conformance.Options{BaseURL: srv.URL, Workflow: "tiered", HTTPClient: srv.Client(), ReadOnly: readOnly})
+		if rep.Failed() != 0 || rep.ReadOnly != readOnly {
+			logReport(t, rep)
+			t.Fatalf("read-only %v: %d failed", readOnly, rep.Failed())
+		}
+		called := rc.called()
+		if !called["look"] || !called["peek"] {
+			t.Errorf("read-only %v: the read-only tasks were not called: %v", readOnly, called)
+		}
+		for _, w := range writes {
+			if readOnly && called[w] {
+				t.Errorf("read-only mode sent a method_call for %s, which may write", w)
+			}
+		}
+		if !readOnly && (!called["poke"] || !called["undeclared"] || !called["pay"]) {
+			t.Errorf("default mode did not call the writing tasks: %v", called)
+		}
+		if readOnly {
+			r, _ := rep.Result("execute/method_call/start.poke")
+			if !r.Skipped || !strings.Contains(r.Got, "read-only mode") || !strings.Contains(r.Got, "write_low_risk") {
+				t.Errorf("start.poke: %+v", r)
+			}
+			if r, _ := rep.Result("execute/422-task-of-another-stage"); !r.Passed {
+				t.Errorf("the 422 check did not run with a read-only task: %+v", r)
+			}
+		}
 	}
 }

@@ -22,9 +22,18 @@ type workflowSchema struct {
 type stageSchema struct {
 	name          string
 	tasks         map[string]map[string]any // task → its parameters schema (nil: none given)
+	tiers         map[string]string         // task → its declared risk_tier ("" when none)
 	transitions   []string
 	prerequisites []string
 }
+
+// readOnly reports whether a task declares itself read-only: risk_tier
+// "read_only", the UAICP tier agentry's schemas carry (an extension of
+// UAIP). A task without a declaration may write.
+func (s *stageSchema) readOnly(task string) bool { return s.tiers[task] == readOnlyTier }
+
+// readOnlyTier is the risk_tier of a task that only reads.
+const readOnlyTier = "read_only"
 
 // taskNames returns the stage's task names sorted.
 func (s *stageSchema) taskNames() []string {
@@ -87,7 +96,7 @@ func parseSchema(m map[string]any, want string) (*workflowSchema, []string) {
 			bad("stages.%s is not an object", key)
 			continue
 		}
-		st := &stageSchema{name: key, tasks: map[string]map[string]any{}}
+		st := &stageSchema{name: key, tasks: map[string]map[string]any{}, tiers: map[string]string{}}
 		w.stages[key] = st
 		if n, _ := sm["name"].(string); n != key {
 			bad("stages.%s.name is %s, not %q", key, describe(sm["name"]), key)
@@ -113,6 +122,9 @@ func parseSchema(m map[string]any, want string) (*workflowSchema, []string) {
 				bad("stages.%s.tasks.%s.parameters is not a JSON Schema object", key, tn)
 			}
 			st.tasks[tn] = params
+			if tier, ok := tm["risk_tier"].(string); ok { // an extension: not checked
+				st.tiers[tn] = tier
+			}
 		}
 		tr, has := sm["transitions"]
 		if !has && top != nil {

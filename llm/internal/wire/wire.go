@@ -12,10 +12,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -60,6 +63,10 @@ type Client struct {
 	// refine the status-derived code (e.g. context length); nil keeps the
 	// body's first bytes as the message.
 	ParseError func(status int, body []byte) (message string, code llm.ErrorCode)
+	// BaseURLHint, when set, is added to the message of a 404 whose body
+	// is not the vendor's error (a base URL that leads nowhere), e.g. that
+	// OpenAI-compatible servers serve under /v1.
+	BaseURLHint string
 }
 
 // URL joins the base URL and path.
@@ -175,7 +182,7 @@ func (c *Client) attempt(ctx context.Context, method, path string, payload []byt
 	if err != nil {
 		cause := context.Cause(actx)
 		cancel(nil)
-		return nil, c.transportError(ctx, cause, err)
+		return nil, c.transportError(ctx, cause, err, req.URL)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer cancel(nil)
@@ -190,14 +197,46 @@ func (c *Client) attempt(ctx context.Context, method, path string, payload []byt
 	return b, nil
 }
 
-func (c *Client) transportError(ctx context.Context, cause, err error) *llm.Error {
+func (c *Client) transportError(ctx context.Context, cause, err error, u *url.URL) *llm.Error {
 	switch {
 	case ctx.Err() != nil:
 		return llm.AsError(ctx.Err(), c.Provider, llm.Cancelled)
 	case errors.Is(cause, errHeaderTimeout), errors.Is(err, errHeaderTimeout):
-		return llm.NewError(llm.Timeout, c.Provider, fmt.Sprintf("no response within %s", c.timeout()), err)
+		return llm.NewError(llm.Timeout, c.Provider, fmt.Sprintf("no response from %s within %s", displayURL(u), c.timeout()), err)
 	}
-	return llm.NewError(llm.NetworkError, c.Provider, "request failed", err)
+	return llm.NewError(llm.NetworkError, c.Provider, fmt.Sprintf("cannot reach %s: %s", displayURL(u), networkCause(err)), err)
+}
+
+// displayURL shows a request's URL without a password, query or fragment
+// (where a key could be).
+func displayURL(u *url.URL) string {
+	if u == nil {
+		return "the provider"
+	}
+	v := *u
+	v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = "", false, "", ""
+	return v.Redacted()
+}
+
+// networkCause names why a request got no response, in words: connection
+// refused, no such host, or the failing operation's own error.
+func networkCause(err error) string {
+	var dns *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "host unreachable"
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return "no such host " + dns.Name
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // without the method and URL, said already
+	}
+	return err.Error()
 }
 
 func (c *Client) readError(ctx context.Context, err error) *llm.Error {
@@ -228,18 +267,15 @@ func (c *Client) statusError(resp *http.Response, key string) *llm.Error {
 			code = refined
 		}
 	}
-	if msg == "" {
-		msg = strings.TrimSpace(string(data))
-		if len(msg) > 500 {
-			cut := 500
-			for cut > 0 && !utf8.RuneStart(msg[cut]) {
-				cut--
-			}
-			msg = msg[:cut] + "…"
+	switch {
+	case msg == "" && resp.StatusCode == http.StatusNotFound:
+		// Not the vendor's answer about a model: nothing is served there.
+		msg = fmt.Sprintf("nothing is served at %s (%s): check the base URL", displayURL(resp.Request.URL), clipBody(data, 100, "404 Not Found"))
+		if c.BaseURLHint != "" {
+			msg += "; " + c.BaseURLHint
 		}
-		if msg == "" {
-			msg = http.StatusText(resp.StatusCode)
-		}
+	case msg == "":
+		msg = clipBody(data, 500, http.StatusText(resp.StatusCode))
 	}
 	e := llm.NewError(code, c.Provider, msg, nil)
 	e.StatusCode = resp.StatusCode
@@ -248,6 +284,23 @@ func (c *Client) statusError(resp *http.Response, key string) *llm.Error {
 		e.RetryAfter = max(c.RetryDelay(data), 0)
 	}
 	return e
+}
+
+// clipBody returns an error body's text cut to about n bytes, or
+// otherwise when it is empty.
+func clipBody(data []byte, n int, otherwise string) string {
+	msg := strings.TrimSpace(string(data))
+	if len(msg) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "…"
+	}
+	if msg == "" {
+		return otherwise
+	}
+	return msg
 }
 
 // RetryAfter parses a Retry-After header (seconds or HTTP date), also

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/iotest"
 	"testing/synctest"
@@ -286,13 +288,56 @@ func TestStatusCodes(t *testing.T) {
 			if e.StatusCode != tt.status {
 				t.Errorf("StatusCode = %d", e.StatusCode)
 			}
-			if e.Message != `{"error":"nope"}` {
-				t.Errorf("Message = %q, want the trimmed body", e.Message)
+			want := `{"error":"nope"}`
+			if tt.status == 404 { // a body that is not the vendor's: a wrong base URL
+				want = "nothing is served at " + s.URL + `/ ({"error":"nope"}): check the base URL`
+			}
+			if e.Message != want {
+				t.Errorf("Message = %q, want %q", e.Message, want)
 			}
 			if n := s.calls.Load(); n != 1 {
 				t.Errorf("%d requests, want 1 (no strategy)", n)
 			}
 		})
+	}
+}
+
+// A 404 the vendor did not word (no error of its shape: a path nothing
+// serves) names the URL and says to check the base URL, with the
+// provider's hint; one the vendor worded keeps its message.
+func TestNotFoundWithoutVendorErrorNamesTheURL(t *testing.T) {
+	s := newServer(t, reply(404, "404 page not found\n"))
+	c := newClient(s)
+	c.BaseURLHint = "OpenAI-compatible servers usually serve under /v1"
+	c.ParseError = func(int, []byte) (string, llm.ErrorCode) { return "", "" }
+	_, err := c.PostJSON(context.Background(), "/chat/completions?key=secret", nil)
+	e := wantCode(t, err, llm.ModelNotFound) // UPP: 404 is MODEL_NOT_FOUND
+	want := "nothing is served at " + s.URL + "/chat/completions (404 page not found): check the base URL; OpenAI-compatible servers usually serve under /v1"
+	if e.Message != want {
+		t.Errorf("Message = %q, want %q", e.Message, want)
+	}
+	c.ParseError = func(int, []byte) (string, llm.ErrorCode) { return "the model `x` does not exist", "" }
+	_, err = c.PostJSON(context.Background(), "/chat/completions", nil)
+	if e := wantCode(t, err, llm.ModelNotFound); e.Message != "the model `x` does not exist" {
+		t.Errorf("vendor 404: Message = %q", e.Message)
+	}
+}
+
+// A request that gets no response names the URL it tried and the cause,
+// in words.
+func TestNetworkErrorNamesTheURLAndCause(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: connection refused
+	c := &Client{Provider: "test", Config: llm.ProviderConfig{BaseURL: "http://user:pw@" + addr + "/v1"}, KeyOptional: true}
+	_, err = c.PostJSON(context.Background(), "/chat/completions?key=secret", nil)
+	e := wantCode(t, err, llm.NetworkError)
+	want := "cannot reach http://user:xxxxx@" + addr + "/v1/chat/completions: connection refused"
+	if e.Message != want || !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("Message = %q, want %q (cause %v)", e.Message, want, e.Cause)
 	}
 }
 
