@@ -566,7 +566,13 @@ func (c *appConn) resume(env *Envelope) {
 	defer func() { <-s.sem }()
 	replay, old, lost, perr := s.attach(c.l, env, p)
 	if perr != nil {
-		c.send(c.stamp().errorFor(env, perr))
+		// Written directly: this goroutine holds the session's write slot,
+		// which c.send would wait for when the session is this
+		// connection's (a resume after an interrupt on the same
+		// connection) — the request would never be answered.
+		if err := c.l.send(c.l.ctx, c.stamp().errorFor(env, perr)); err != nil && !c.l.isClosed() {
+			a.log.Debug("uicontrol: send failed", "type", TypeError, "err", err)
+		}
 		if lost {
 			s.finish(perr)
 		}

@@ -335,6 +335,79 @@ func TestHTTP_Errors(t *testing.T) {
 	})
 }
 
+// A POSTed message is application/json or application/uiap+json (the
+// media type in any case, with parameters) on both endpoints that take
+// one; anything else is 415 and reaches no connection. GET …/events and
+// DELETE carry no body: their Content-Type is not looked at.
+func TestHTTP_ContentType(t *testing.T) {
+	for _, tc := range []struct {
+		contentType string
+		accepted    bool
+	}{
+		{"application/json", true},
+		{"application/uiap+json", true},
+		{"application/uiap+json; charset=utf-8", true},
+		{"application/json;charset=UTF-8", true},
+		{"Application/UIAP+JSON; Charset=utf-8", true},
+		{"APPLICATION/JSON", true},
+		{"", false},
+		{"text/plain", false},
+		{"text/plain; charset=utf-8", false},
+		{"application/x-www-form-urlencoded", false},
+		{"multipart/form-data; boundary=x", false},
+		{"application/xml", false},
+		{"application/uiap", false},
+		{"application/uiap+xml", false},
+		{"application/json-seq", false},
+		{"application/uiap+json; charset", false}, // a malformed parameter
+		{"application/uiap+json garbage", false},
+	} {
+		t.Run(tc.contentType, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, s := httpServer(t, wireApp(t), nil)
+				resp, body := do(t, s, "POST", "/uiap/sessions", tc.contentType, wireInitialize)
+				var conn, sid string
+				if tc.accepted {
+					e, err := uicontrol.DecodeEnvelope(body)
+					if resp.StatusCode != http.StatusCreated || err != nil || e.Type != uicontrol.TypeInitialized {
+						t.Fatalf("POST /uiap/sessions: %s %s", resp.Status, body)
+					}
+					conn, sid = resp.Header.Get("Location"), e.SessionID
+				} else {
+					wireError(t, resp, body, http.StatusUnsupportedMediaType, uicontrol.CodeInvalidMessage)
+					var init *uicontrol.Envelope
+					conn, init = openSession(t, s)
+					sid = init.SessionID
+				}
+
+				resp, body = do(t, s, "POST", conn+"/messages", tc.contentType, wireMsg("m-2", uicontrol.TypeCapabilitiesGet, sid))
+				want := "m-2"
+				if tc.accepted {
+					if resp.StatusCode != http.StatusAccepted {
+						t.Fatalf("POST messages: %s %s", resp.Status, body)
+					}
+				} else {
+					wireError(t, resp, body, http.StatusUnsupportedMediaType, uicontrol.CodeInvalidMessage)
+					resp, body = do(t, s, "POST", conn+"/messages", "application/json", wireMsg("m-3", uicontrol.TypeCapabilitiesGet, sid))
+					if resp.StatusCode != http.StatusAccepted {
+						t.Fatalf("POST messages after a 415: %s %s", resp.Status, body)
+					}
+					want = "m-3" // m-2 never reached the app
+				}
+
+				resp, d := eventStream(t, s, conn, "Content-Type", tc.contentType)
+				if id, _, e := nextEvent(t, d); id != "2" || e.Type != uicontrol.TypeCapabilitiesList || e.CorrelationID != want {
+					t.Fatalf("event %s %+v, want the answer to %s", id, e, want)
+				}
+				resp.Body.Close()
+				if resp, body := do(t, s, "DELETE", conn, tc.contentType, ""); resp.StatusCode != http.StatusNoContent {
+					t.Errorf("DELETE: %s %s", resp.Status, body)
+				}
+			})
+		})
+	}
+}
+
 // A connection without an event stream for IdleTimeout is lost: its
 // session is INTERRUPTED (resumable); DELETE loses it at once.
 func TestHTTP_IdleTimeout(t *testing.T) {

@@ -21,8 +21,12 @@ func conformanceUIAPCmd(e *env) *cobra.Command {
 (the ws@0.1 binding), connecting as an agent: the handshake, version
 negotiation, nothing before the handshake, the envelope rules (missing
 field, non-object payload, version mismatch, duplicate id, unknown type),
-capabilities.get with include, ping/pong, a second initialize, and
-silence after termination. Each check opens its own session.
+capabilities.get with include, ping/pong, a second initialize, an invalid
+resume token (over an interrupted session's own connection, and for an
+unknown session), exactly one answer to every request before the
+handshake, while active and while interrupted, and silence after
+termination. Each check opens its own session; a request left unanswered
+fails its check after --timeout.
 
 One line per check (PASS, or FAIL with the expectation and what the app
 did), then "N passed, M failed". The exit status is 1 when a check failed.`,

@@ -42,6 +42,8 @@ type serveFlags struct {
 	sessionTTL time.Duration
 	maxBody    int64
 	maxFlight  int
+	uiapRate   float64 // per UIAP session (uiapserve.go)
+	uiapBurst  int
 	logLevel   string
 	logFormat  string
 	approvers  string
@@ -79,7 +81,11 @@ GET /api/workflows[/{name}], GET|DELETE /api/sessions/{id}. Without
 UIAP Core 0.1 (UI control): every workflow is also an app an agent
 controls, at /uiap/ws (WebSocket; ?workflow=NAME) and /uiap/sessions
 (HTTP binding): stages are states, the current stage's tasks and
-transitions are actions. --token applies as for UAIP. A web page can be
+transitions are actions. --token applies as for UAIP. Each session may
+send --uiap-rate requests a second (default 50) in bursts of up to
+--uiap-burst (default twice the rate: 100); beyond, a request is answered
+rate_limited (retryable, with retryAfterMs); session messages are never
+limited. --uiap-rate 0 turns the limit off. A web page can be
 the app: /web/uiap.js is the browser module, /web/demo/ a demo store whose
 WebSocket (/web/demo/ws) is served by a scripted agent that shops in it.
 With --token the web demo is off (404): a browser cannot send the token on
@@ -144,6 +150,8 @@ a flag on the command line wins.`,
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 24*time.Hour, "sessions expire after this long unused (negative: never)")
 	fl.Int64Var(&f.maxBody, "max-body", workflow.DefaultMaxBody, "largest request body in bytes (413 beyond)")
 	fl.IntVar(&f.maxFlight, "max-in-flight", 4096, "concurrent requests beyond which the server answers 503")
+	fl.Float64Var(&f.uiapRate, "uiap-rate", defaultUIAPRate, uiapRateUsage)
+	fl.IntVar(&f.uiapBurst, "uiap-burst", 0, uiapBurstUsage)
 	fl.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "Go garbage collector target percentage (as GOGC; the GOGC environment variable wins; Go's default is 100)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug (includes access logs), info, warn or error")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")

@@ -79,7 +79,7 @@ func TestConformanceUIAPAgainstServe(t *testing.T) {
 	srv := serveInProcess(t, t.TempDir(), "--tls-addr", "")
 	url := "ws" + strings.TrimPrefix(srv.plainURL, "http") + "/uiap/ws?workflow=store"
 	code, out, errs := runCLI(t, "", "conformance", "uiap", "--url", url)
-	if code != 0 || !strings.Contains(out, "12 passed, 0 failed") {
+	if code != 0 || !strings.Contains(out, "15 passed, 0 failed") {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
 	if !strings.HasPrefix(out, "PASS  session/handshake  [§8]\n") {

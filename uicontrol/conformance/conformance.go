@@ -15,7 +15,11 @@
 // request), an unknown message type (unknown_message_type),
 // capabilities.get with include (only the sections asked for), ping/pong
 // with the nonce echoed, a second session.initialize on an active
-// session (state_conflict), and silence after session.terminated.
+// session (state_conflict), an invalid resume token — over the
+// connection of an interrupted session and for an unknown session —
+// answered with unknown_session or permission_denied (§8.2), exactly one
+// answer to every request before the handshake, while ACTIVE and while
+// INTERRUPTED (§5, §10 rule 1), and silence after session.terminated.
 // Where the spec names no error code the suite accepts any error
 // correlated to the offending request.
 package conformance
@@ -165,9 +169,13 @@ func (c *conn) reply(ctx context.Context, id string) (*msg, string) {
 // request sends e and returns its answer.
 func (c *conn) request(ctx context.Context, e map[string]any) (*msg, string) {
 	if err := c.send(ctx, e); err != nil {
-		return nil, "cannot send: " + err.Error()
+		return nil, fmt.Sprintf("%s: cannot send: %v", e["type"], err)
 	}
-	return c.reply(ctx, e["id"].(string))
+	m, why := c.reply(ctx, e["id"].(string))
+	if m == nil {
+		why = fmt.Sprintf("%s: %s", e["type"], why)
+	}
+	return m, why
 }
 
 func initialize(versions ...string) map[string]any {
@@ -213,6 +221,90 @@ func wantError(m *msg, why string, codes ...string) string {
 		}
 	}
 	return fmt.Sprintf("error code %q, want %s: %s", p.Code, strings.Join(codes, " or "), m)
+}
+
+// wantResponse checks that m is a response of type typ.
+func wantResponse(m *msg, why, typ string) string {
+	if m == nil {
+		return why
+	}
+	if m.Kind != "response" || m.Type != typ {
+		return "answered with " + m.String() + ", want " + typ
+	}
+	return ""
+}
+
+// interrupt interrupts the session (§8.3); it returns what went wrong,
+// or "".
+func (c *conn) interrupt(ctx context.Context) string {
+	m, why := c.request(ctx, c.envelope(uicontrol.TypeInterrupt, map[string]any{"reason": "conformance"}))
+	if why := wantResponse(m, why, uicontrol.TypeInterrupted); why != "" {
+		return "session.interrupt: " + why
+	}
+	return ""
+}
+
+// invalidResume is a session.resume of session id with a token no app
+// issued.
+func (c *conn) invalidResume(id string) map[string]any {
+	return c.envelope(uicontrol.TypeResume, map[string]any{"sessionId": id, "resumeToken": "uiap-conformance-invalid-" + ids.New()})
+}
+
+// exchange is one request of a onePerRequest run and what its answer
+// must be: a response of typ, an error (with one of codes, if any), or
+// (neither) any answer.
+type exchange struct {
+	what  string
+	req   map[string]any
+	typ   string
+	error bool
+	codes []string
+}
+
+// onePerRequest sends each request in turn and checks that it gets its
+// answer, and that no request already answered is answered again (a
+// session.ping sent last, answered last, flushes what came after).
+func (c *conn) onePerRequest(ctx context.Context, state string, xs []exchange) string {
+	answered := map[string]bool{}
+	flush := c.envelope(uicontrol.TypePing, map[string]any{"nonce": "uiap-conformance-flush"})
+	xs = append(xs, exchange{what: "session.ping", req: flush})
+	for _, x := range xs {
+		id := x.req["id"].(string)
+		if err := c.send(ctx, x.req); err != nil {
+			return state + ": cannot send " + x.what + ": " + err.Error()
+		}
+		var m *msg
+		for m == nil {
+			b, err := c.t.Receive(ctx)
+			if err != nil {
+				return state + ": no answer to " + x.what + " (" + id + "): " + err.Error()
+			}
+			var got msg
+			if err := json.Unmarshal(b, &got); err != nil {
+				return fmt.Sprintf("%s: the app sent something that is not JSON: %q", state, b)
+			}
+			switch {
+			case got.Kind != "response" && got.Kind != "error":
+				// events, and requests of the app (a heartbeat's ping)
+			case answered[got.CorrelationID]:
+				return state + ": a request was answered twice: " + got.String()
+			case got.CorrelationID == id:
+				m = &got
+			}
+		}
+		answered[id] = true
+		var why string
+		switch {
+		case x.typ != "":
+			why = wantResponse(m, "", x.typ)
+		case x.error:
+			why = wantError(m, "", x.codes...)
+		}
+		if why != "" {
+			return state + ": " + x.what + ": " + why
+		}
+	}
+	return ""
 }
 
 var checks = []check{
@@ -319,6 +411,70 @@ var checks = []check{
 			}
 			m, why := c.request(ctx, c.envelope(uicontrol.TypeInitialize, initialize("0.1")))
 			return wantError(m, why, "state_conflict")
+		}},
+	{"session/resume-invalid-token", "§8.2", "session.resume of the interrupted session over its own connection with an invalid resumeToken is answered with unknown_session or permission_denied",
+		func(ctx context.Context, c *conn) string {
+			if why := c.handshake(ctx); why != "" {
+				return "handshake: " + why
+			}
+			if why := c.interrupt(ctx); why != "" {
+				return why
+			}
+			m, why := c.request(ctx, c.invalidResume(c.session))
+			return wantError(m, why, "unknown_session", "permission_denied")
+		}},
+	{"session/resume-unknown-session", "§8.2", "session.resume of a session the app does not know is answered with unknown_session or permission_denied",
+		func(ctx context.Context, c *conn) string {
+			m, why := c.request(ctx, c.invalidResume("uiap-conformance-"+ids.New()))
+			return wantError(m, why, "unknown_session", "permission_denied")
+		}},
+	{"errors/one-answer-per-request", "§5, §10", "every request is answered by exactly one response or error: before the handshake, while ACTIVE and while INTERRUPTED",
+		func(ctx context.Context, c *conn) string {
+			resumeCodes := []string{"unknown_session", "permission_denied"}
+			if why := c.onePerRequest(ctx, "before the handshake", []exchange{
+				{what: "session.ping", req: c.envelope(uicontrol.TypePing, map[string]any{})},
+				{what: "capabilities.get", req: c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{}), error: true},
+				{what: "an unknown request type", req: c.envelope("x.conformance.nothing", map[string]any{}), error: true},
+				{what: "session.interrupt", req: c.envelope(uicontrol.TypeInterrupt, map[string]any{}), error: true},
+				{what: "session.terminate", req: c.envelope(uicontrol.TypeTerminate, map[string]any{}), error: true},
+				{what: "session.resume of an unknown session", req: c.invalidResume("uiap-conformance-" + ids.New()), error: true, codes: resumeCodes},
+			}); why != "" {
+				return why
+			}
+			if why := c.handshake(ctx); why != "" {
+				return "handshake: " + why
+			}
+			notObject := c.envelope(uicontrol.TypeCapabilitiesGet, []any{})
+			if why := c.onePerRequest(ctx, "ACTIVE", []exchange{
+				{what: "session.ping", req: c.envelope(uicontrol.TypePing, map[string]any{}), typ: uicontrol.TypePong},
+				{what: "capabilities.get", req: c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{}), typ: uicontrol.TypeCapabilitiesList},
+				{what: "an unknown request type", req: c.envelope("x.conformance.nothing", map[string]any{}), error: true, codes: []string{"unknown_message_type"}},
+				{what: "an unknown session.* request", req: c.envelope("session.conformance-nothing", map[string]any{}), error: true},
+				{what: "a payload that is not an object", req: notObject, error: true, codes: []string{"invalid_message"}},
+				{what: "session.initialize", req: c.envelope(uicontrol.TypeInitialize, initialize("0.1")), error: true},
+				{what: "session.resume of the active session", req: c.invalidResume(c.session), error: true},
+			}); why != "" {
+				return why
+			}
+			if why := c.interrupt(ctx); why != "" {
+				return why
+			}
+			if why := c.onePerRequest(ctx, "INTERRUPTED", []exchange{
+				{what: "session.ping", req: c.envelope(uicontrol.TypePing, map[string]any{}), typ: uicontrol.TypePong},
+				{what: "capabilities.get", req: c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{}), error: true},
+				{what: "an unknown request type", req: c.envelope("x.conformance.nothing", map[string]any{}), error: true},
+				{what: "session.interrupt", req: c.envelope(uicontrol.TypeInterrupt, map[string]any{})},
+				{what: "session.initialize", req: c.envelope(uicontrol.TypeInitialize, initialize("0.1")), error: true},
+				{what: "session.resume with an invalid token", req: c.invalidResume(c.session), error: true, codes: resumeCodes},
+				{what: "session.resume of an unknown session", req: c.invalidResume("uiap-conformance-" + ids.New()), error: true, codes: resumeCodes},
+			}); why != "" {
+				return why
+			}
+			m, why := c.request(ctx, c.envelope(uicontrol.TypeTerminate, map[string]any{}))
+			if why := wantResponse(m, why, uicontrol.TypeTerminated); why != "" {
+				return "INTERRUPTED: session.terminate: " + why
+			}
+			return ""
 		}},
 	{"session/terminate-then-silence", "§7", "session.terminate is answered by session.terminated; after it nothing is processed",
 		func(ctx context.Context, c *conn) string {

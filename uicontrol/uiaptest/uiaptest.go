@@ -68,6 +68,7 @@ func cases() []testCase {
 	all = append(all, actionCases()...)
 	all = append(all, policyCases()...)
 	all = append(all, rateLimitCases()...)
+	all = append(all, replyCases()...)
 	return all
 }
 
@@ -185,6 +186,9 @@ func (h *H) rawApp() (*Peer, uicontrol.Transport) {
 	return &Peer{h: h, tr: appEnd, from: "app", ids: map[string]bool{}}, agentEnd
 }
 
+// timeoutOfAsk is how long a request may go unanswered (bubble time).
+const timeoutOfAsk = time.Minute
+
 // ctx returns a context for one operation: a minute of (bubble) time.
 func (h *H) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -200,6 +204,7 @@ type Peer struct {
 	n         int
 	sessionID string
 	ids       map[string]bool // IDs of the messages received, to check uniqueness
+	lastSeq   float64         // the highest seq of the events ask skipped
 }
 
 // Msg is a message as a generic JSON object.

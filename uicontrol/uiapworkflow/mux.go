@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/workflow"
 )
@@ -25,12 +26,16 @@ const ExtWorkflow = "agentry.workflow"
 type Mux struct {
 	servers map[string]*Server
 	order   []string
+	source  uicontrol.EndpointRef // the apps' source, for the refusals the Mux sends itself
 }
 
 // NewMux returns a Mux over the workflows registered on engine; opts
 // (may be nil) applies to each.
 func NewMux(engine *workflow.Engine, opts *Options) (*Mux, error) {
 	m := &Mux{servers: map[string]*Server{}}
+	if opts != nil {
+		m.source = opts.App.Source
+	}
 	for _, w := range engine.Workflows() {
 		s, err := New(engine, w.Name, opts)
 		if err != nil {
@@ -57,7 +62,9 @@ func WithWorkflow(ctx context.Context, name string) context.Context {
 }
 
 // ErrUnknownWorkflow is what Serve returns for a connection that selects
-// a workflow the Mux does not serve (the connection is closed).
+// a workflow the Mux does not serve: its first message, a request, is
+// answered bad_request (details.workflow names the workflow) and the
+// connection is closed.
 var ErrUnknownWorkflow = errors.New("uiapworkflow: unknown workflow")
 
 // Serve runs one connection (see uicontrol.App.Serve) on the Server of
@@ -95,10 +102,43 @@ func (m *Mux) Serve(ctx context.Context, t uicontrol.Transport) error {
 	}
 	s := m.servers[name]
 	if s == nil {
+		e := uicontrol.NewError(uicontrol.CodeBadRequest, fmt.Sprintf("unknown workflow %q", name))
+		e.Details = map[string]any{"workflow": name}
+		refuse(ctx, t, first, m.source, e)
 		_ = t.Close()
 		return fmt.Errorf("%w %q", ErrUnknownWorkflow, name)
 	}
 	return s.serve(ctx, t, first)
+}
+
+// refuse answers raw, a message no app will read, with e when raw is a
+// readable request, so that the request is not left unanswered (UIAP
+// Core §5, §10 rule 1). What cannot be read is not answered (there is no
+// app to say what is wrong with it); the caller then closes the
+// connection. It sends on t directly: the caller must be its only
+// sender.
+func refuse(ctx context.Context, t uicontrol.Transport, raw []byte, source uicontrol.EndpointRef, e *uicontrol.Error) {
+	req, err := uicontrol.DecodeEnvelope(raw)
+	if err != nil || req.Kind != uicontrol.KindRequest {
+		return
+	}
+	if source.Role == "" {
+		source.Role = "app"
+	}
+	if source.ID == "" {
+		source.ID = "agentry-app"
+	}
+	p := *e
+	p.FailedType = req.Type
+	payload, err := json.Marshal(&p)
+	if err != nil {
+		return
+	}
+	out := &uicontrol.Envelope{UIAP: uicontrol.Version, Kind: uicontrol.KindError, Type: uicontrol.TypeError, ID: ids.New(),
+		CorrelationID: req.ID, TS: ids.Now(), Source: source, Payload: payload}
+	if b, err := out.MarshalJSON(); err == nil {
+		_ = t.Send(ctx, b)
+	}
 }
 
 // Close closes every Server.

@@ -3,6 +3,8 @@ package uiapworkflow_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/uicontrol/uiapworkflow"
+	"github.com/agentry-dev/agentry/workflow"
+	"github.com/google/go-cmp/cmp"
 )
 
 // The Mux picks the workflow from the context, then from the
@@ -65,14 +69,95 @@ func TestMuxSelectsTheWorkflow(t *testing.T) {
 		}
 		agentT.Close()
 	}
-	// An unknown workflow closes the connection.
+	// An unknown workflow: the request is answered bad_request, then the
+	// connection closes.
 	appT, agentT := uicontrol.Pair()
 	errc := make(chan error, 1)
 	go func() { errc <- mux.Serve(ctx, appT) }()
 	_ = agentT.Send(ctx, []byte(initialize(`,"ext":{"agentry.workflow":{"name":"nope"}}`)))
-	if err := <-errc; err == nil || !strings.Contains(err.Error(), "nope") {
+	wantRefusal(t, ctx, agentT, "msg_1", uicontrol.CodeBadRequest, map[string]any{"workflow": "nope"})
+	if err := <-errc; !errors.Is(err, uiapworkflow.ErrUnknownWorkflow) || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("unknown workflow: %v", err)
 	}
+}
+
+// wantRefusal checks that the next message on t is the error answering
+// the request id with code and details, and that the connection then
+// closes (UIAP Core §10 rule 1: the request is answered before).
+func wantRefusal(t *testing.T, ctx context.Context, tr uicontrol.Transport, id string, code uicontrol.Code, details map[string]any) {
+	t.Helper()
+	raw, err := tr.Receive(ctx)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	e, err := uicontrol.DecodeEnvelope(raw)
+	if err != nil {
+		t.Fatalf("answer %s: %v", raw, err)
+	}
+	var p uicontrol.Error
+	if err := json.Unmarshal(e.Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	want := uicontrol.Error{Code: code, Message: p.Message, FailedType: uicontrol.TypeInitialize, Details: details}
+	if e.Kind != uicontrol.KindError || e.CorrelationID != id || e.Source.Role != "app" || p.Message == "" {
+		t.Errorf("answer %s: want an error from the app correlated to %s", raw, id)
+	}
+	if d := cmp.Diff(want, p); d != "" {
+		t.Errorf("error payload (-want +got):\n%s", d)
+	}
+	if raw, err := tr.Receive(ctx); !errors.Is(err, uicontrol.ErrClosed) {
+		t.Errorf("after the refusal: %s, %v; want the connection closed", raw, err)
+	}
+}
+
+// failingSessions is a session store whose Create fails: the engine cannot
+// make a UAIP session. Every other method is unexpected.
+type failingSessions struct{}
+
+func (failingSessions) Create(context.Context, *workflow.Session) error {
+	return errors.New("disk full at /var/lib/secret")
+}
+func (failingSessions) Get(context.Context, string) (*workflow.Session, error) {
+	panic("unexpected Get")
+}
+func (failingSessions) Update(context.Context, *workflow.Session) error { panic("unexpected Update") }
+func (failingSessions) Delete(context.Context, string) error            { panic("unexpected Delete") }
+func (failingSessions) DeleteExpired(context.Context, time.Time) (int, error) {
+	panic("unexpected DeleteExpired")
+}
+
+// When the engine cannot make the UAIP session, session.initialize is
+// answered internal_error (the cause stays in the log) before the
+// connection closes.
+func TestInitializeAnsweredWhenTheEngineFails(t *testing.T) {
+	engine := workflow.NewEngine(failingSessions{}, nil)
+	if err := engine.Register(builtin.Store()); err != nil {
+		t.Fatal(err)
+	}
+	mux, err := uiapworkflow.NewMux(engine, &uiapworkflow.Options{App: uicontrol.AppOptions{Logger: slog.New(slog.DiscardHandler)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mux.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	appT, agentT := uicontrol.Pair()
+	errc := make(chan error, 1)
+	go func() { errc <- mux.Serve(ctx, appT) }()
+	_, err = uicontrol.Connect(ctx, agentT, nil)
+	var ue *uicontrol.Error
+	if !errors.As(err, &ue) || ue.Code != uicontrol.CodeInternalError || ue.Message != "internal error" {
+		t.Errorf("Connect: %v, want internal_error without the cause", err)
+	}
+	<-errc
+
+	appT, agentT = uicontrol.Pair()
+	go func() { errc <- mux.Serve(ctx, appT) }()
+	init := `{"uiap":"0.1","kind":"request","type":"session.initialize","id":"msg_1","ts":"2026-03-26T13:00:00.000Z",` +
+		`"source":{"role":"agent","id":"a"},"payload":{"supportedVersions":["0.1"],"peer":{"role":"agent"}}}`
+	_ = agentT.Send(ctx, []byte(init))
+	wantRefusal(t, ctx, agentT, "msg_1", uicontrol.CodeInternalError, nil)
+	<-errc
 }
 
 // A session resumed over a new connection keeps its app and its UAIP

@@ -367,8 +367,13 @@ func (t *tap) Receive(ctx context.Context) ([]byte, error) {
 	}
 	if messageType(msg) == uicontrol.TypeInitialize {
 		if err := t.b.start(ctx); err != nil {
-			// Without a UAIP session there is nothing to serve.
+			// Without a UAIP session there is nothing to serve: the request
+			// is answered internal_error (the cause stays in the log) and
+			// the connection closes. No session exists yet, so the app
+			// sends nothing on this connection but from the goroutine
+			// calling Receive: refuse may send directly.
 			t.b.srv.logger().Warn("uiapworkflow: starting a workflow session failed", "workflow", t.b.srv.wf.Name, "error", err)
+			refuse(ctx, t.Transport, msg, t.b.srv.opts.App.Source, uicontrol.NewError(uicontrol.CodeInternalError, "internal error"))
 			return nil, err
 		}
 	}
