@@ -57,8 +57,9 @@ type Server struct {
 	inflight atomic.Int64
 	sem      chan struct{}
 
-	mu     sync.Mutex
-	checks map[string]func(context.Context) error
+	mu         sync.Mutex
+	checks     map[string]func(context.Context) error
+	onShutdown []func()
 }
 
 // New returns a server with /healthz and /metrics mounted.
@@ -115,6 +116,17 @@ func (s *Server) Metrics() *metrics.Registry { return s.registry }
 func (s *Server) AddHealthCheck(name string, check func(context.Context) error) {
 	s.mu.Lock()
 	s.checks[name] = check
+	s.mu.Unlock()
+}
+
+// OnShutdown registers f to be called, in its own goroutine, when a
+// shutdown of Serve begins: the place to end long-lived exchanges
+// (WebSockets, event streams, sessions) that would otherwise hold the
+// graceful shutdown until its timeout. f must return promptly and
+// tolerate being called more than once. Register before Serve.
+func (s *Server) OnShutdown(f func()) {
+	s.mu.Lock()
+	s.onShutdown = append(s.onShutdown, f)
 	s.mu.Unlock()
 }
 
@@ -249,6 +261,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
+	s.mu.Lock()
+	for _, f := range s.onShutdown {
+		srv.RegisterOnShutdown(f)
+	}
+	s.mu.Unlock()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -140,3 +140,30 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 		t.Error("still accepting after shutdown")
 	}
 }
+
+// A long-lived request that only ends when told (an event stream) does
+// not hold the shutdown until ShutdownTimeout: OnShutdown ends it.
+func TestOnShutdownEndsLongLivedRequests(t *testing.T) {
+	s := New(Options{Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: time.Hour})
+	entered, stop := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.OnShutdown(func() { once.Do(func() { close(stop) }) })
+	s.Handle("/stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-stop
+		w.Write([]byte("ended"))
+	}))
+	url, cancel, done := start(t, s)
+	var wg sync.WaitGroup
+	var body string
+	wg.Go(func() { _, body, _ = get(t, url+"/stream") })
+	<-entered
+	cancel()
+	wg.Wait()
+	if body != "ended" {
+		t.Errorf("stream body %q", body)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}

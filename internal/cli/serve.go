@@ -353,6 +353,7 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 		return err
 	}
 	defer closeUIAP()
+	srv.OnShutdown(closeUIAP)          // open UIAP sessions must not hold the shutdown
 	srv.Handle("/web/", web.Handler()) // browser UIAP apps (issue 7 item 8)
 	if f.token == "" {
 		srv.Handle("/web/demo/ws", web.DemoAgentHandler(&web.DemoOptions{OriginPatterns: f.cors, Logger: logger}))

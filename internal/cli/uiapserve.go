@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"sync"
 
 	"github.com/agentry-dev/agentry/server"
 	"github.com/agentry-dev/agentry/uicontrol"
@@ -76,8 +77,11 @@ func mountUIAP(srv *server.Server, engine *workflow.Engine, f *serveFlags, logge
 	srv.Handle("/uiap/ws", bearer(f.token, byName))
 	srv.Handle("/uiap/sessions", bearer(f.token, hb))
 	srv.Handle("/uiap/sessions/", bearer(f.token, hb))
+	var once sync.Once
 	return func() {
-		_ = hb.Close()
-		_ = mux.Close()
+		once.Do(func() {
+			_ = hb.Close()
+			_ = mux.Close()
+		})
 	}, nil
 }

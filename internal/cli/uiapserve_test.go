@@ -246,3 +246,22 @@ func TestServeUIAP_HTTPContentType(t *testing.T) {
 		}
 	}
 }
+
+// Shutting agentry serve down ends the UIAP sessions still open — a
+// connected agent's event stream (HTTP binding) or WebSocket does not
+// hold the shutdown until its timeout: serve exits 0 with the sessions
+// open.
+func TestServeShutdownEndsOpenUIAPSessions(t *testing.T) {
+	srv := serveInProcess(t, t.TempDir(), "--tls-addr", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agents := uiapClients(t, ctx, srv)
+	for name, a := range agents {
+		if _, err := a.GetCapabilities(ctx); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if code := srv.stop(); code != 0 {
+		t.Fatalf("serve exited %d with UIAP sessions open:\n%s", code, srv.output.String())
+	}
+}
