@@ -25,8 +25,24 @@ type Options struct {
 	Middleware []Middleware
 	// Strategy holds the lifecycle hooks (AgentStrategy, §10).
 	Strategy StrategyHooks
-	// Checkpoints, when set, receives the state after every step (§12.3).
+	// Checkpoints, when set, receives the state after every step (§12.3),
+	// in order, from a background queue per session: a step does not wait
+	// for the store, and a failed save (an error or a panic) is logged
+	// and counted, never returned. A run, before it returns, waits (until
+	// its context ends) for its session's queued saves.
 	Checkpoints CheckpointStore
+	// CheckpointQueue bounds how many states of one session may wait for
+	// the store while another is being written; 0 means 16. A step that
+	// finds its session's queue full waits until the store takes the
+	// next state (back-pressure: a store slower than the steps slows the
+	// run instead of filling memory); if the run's context ends while it
+	// waits, its state is queued anyway. Negative is an error.
+	CheckpointQueue int
+	// CoalesceCheckpoints keeps at most one state per session waiting:
+	// a newer state replaces the waiting one, so steps never wait, but a
+	// store slower than the steps saves only some of them (the newest
+	// always, in order). Off, every step's state is saved.
+	CoalesceCheckpoints bool
 	// SessionID names the checkpoint session; with Checkpoints and no
 	// SessionID a UUIDv4 is generated.
 	SessionID string
@@ -56,6 +72,9 @@ func New(opts Options) (*Agent, error) {
 		a.exec = defaultLoop{}
 	}
 	a.hooks = &a.opts.Strategy
+	if opts.CheckpointQueue < 0 {
+		return nil, fmt.Errorf("agent: Options.CheckpointQueue is %d, want 0 (the default) or more", opts.CheckpointQueue)
+	}
 	if opts.Checkpoints != nil {
 		if a.sessionID == "" {
 			a.sessionID = ids.New()
@@ -64,7 +83,7 @@ func New(opts Options) (*Agent, error) {
 		if logger == nil {
 			logger = slog.Default()
 		}
-		a.ckpt = newCheckpointer(opts.Checkpoints, logger)
+		a.ckpt = newCheckpointer(opts.Checkpoints, logger, opts.CheckpointQueue, opts.CoalesceCheckpoints)
 	}
 
 	lo := opts.LLMOptions
@@ -133,14 +152,14 @@ func (a *Agent) WithSession(sessionID string) *Agent {
 
 func (a *Agent) provider() string { return a.opts.Model.Provider.Name() }
 
-func (a *Agent) checkpoint(sessionID string, s *State) {
+func (a *Agent) checkpoint(ctx context.Context, sessionID string, s *State) {
 	if a.ckpt != nil && sessionID != "" {
-		a.ckpt.enqueue(sessionID, s)
+		a.ckpt.enqueue(ctx, sessionID, s)
 	}
 }
 
-// FlushCheckpoints waits until every checkpoint queued so far is written
-// (or has failed). Use it before shutdown and in tests.
+// FlushCheckpoints waits until every checkpoint queued so far, of every
+// session, is written (or has failed). Use it before shutdown.
 func (a *Agent) FlushCheckpoints(ctx context.Context) error {
 	if a.ckpt == nil {
 		return nil
@@ -253,6 +272,10 @@ func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit fun
 	}
 	mc := &MiddlewareContext{Agent: a, Input: msg, State: state, Streaming: emit != nil, Metadata: map[string]any{}}
 	ec := &ExecutionContext{Agent: a, LLM: a.llm, Hooks: a.hooks, SessionID: a.sessionID, emit: emit, mc: mc}
+	if a.ckpt != nil && a.sessionID != "" {
+		// The run's end flushes its checkpoints (never beyond ctx).
+		defer a.ckpt.flushSession(ctx, a.sessionID)
+	}
 
 	res, err := a.runMiddleware(ctx, mc, ec)
 	if err == nil {
