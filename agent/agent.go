@@ -270,7 +270,7 @@ func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit fun
 	if state == nil {
 		state = Initial()
 	}
-	mc := &MiddlewareContext{Agent: a, Input: msg, State: state, Streaming: emit != nil, Metadata: map[string]any{}}
+	mc := &MiddlewareContext{Agent: a, Input: msg, State: state, Streaming: emit != nil, Metadata: map[string]any{}, emit: emit}
 	ec := &ExecutionContext{Agent: a, LLM: a.llm, Hooks: a.hooks, SessionID: a.sessionID, emit: emit, mc: mc}
 	if a.ckpt != nil && a.sessionID != "" {
 		// The run's end flushes its checkpoints (never beyond ctx).
@@ -301,6 +301,7 @@ func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit fun
 }
 
 func (a *Agent) runMiddleware(ctx context.Context, mc *MiddlewareContext, ec *ExecutionContext) (*Result, error) {
+	emit := mc.emit
 	for _, m := range a.opts.Middleware {
 		next, err := m.Before(ctx, mc)
 		if err != nil {
@@ -308,6 +309,14 @@ func (a *Agent) runMiddleware(ctx context.Context, mc *MiddlewareContext, ec *Ex
 		}
 		if next != nil {
 			*mc = *next
+			mc.emit = emit
+		}
+	}
+	if ec.emit != nil {
+		for _, m := range a.opts.Middleware {
+			if w, ok := m.(StreamWrapper); ok {
+				ec.emit = w.WrapStream(ctx, mc, ec.emit)
+			}
 		}
 	}
 	ec.Input, ec.State = mc.Input, mc.State
