@@ -25,8 +25,24 @@ type Options struct {
 	Middleware []Middleware
 	// Strategy holds the lifecycle hooks (AgentStrategy, §10).
 	Strategy StrategyHooks
-	// Checkpoints, when set, receives the state after every step (§12.3).
+	// Checkpoints, when set, receives the state after every step (§12.3),
+	// in order, from a background queue per session: a step does not wait
+	// for the store, and a failed save (an error or a panic) is logged
+	// and counted, never returned. A run, before it returns, waits (until
+	// its context ends) for its session's queued saves.
 	Checkpoints CheckpointStore
+	// CheckpointQueue bounds how many states of one session may wait for
+	// the store while another is being written; 0 means 16. A step that
+	// finds its session's queue full waits until the store takes the
+	// next state (back-pressure: a store slower than the steps slows the
+	// run instead of filling memory); if the run's context ends while it
+	// waits, its state is queued anyway. Negative is an error.
+	CheckpointQueue int
+	// CoalesceCheckpoints keeps at most one state per session waiting:
+	// a newer state replaces the waiting one, so steps never wait, but a
+	// store slower than the steps saves only some of them (the newest
+	// always, in order). Off, every step's state is saved.
+	CoalesceCheckpoints bool
 	// SessionID names the checkpoint session; with Checkpoints and no
 	// SessionID a UUIDv4 is generated.
 	SessionID string
@@ -56,6 +72,9 @@ func New(opts Options) (*Agent, error) {
 		a.exec = defaultLoop{}
 	}
 	a.hooks = &a.opts.Strategy
+	if opts.CheckpointQueue < 0 {
+		return nil, fmt.Errorf("agent: Options.CheckpointQueue is %d, want 0 (the default) or more", opts.CheckpointQueue)
+	}
 	if opts.Checkpoints != nil {
 		if a.sessionID == "" {
 			a.sessionID = ids.New()
@@ -64,7 +83,7 @@ func New(opts Options) (*Agent, error) {
 		if logger == nil {
 			logger = slog.Default()
 		}
-		a.ckpt = newCheckpointer(opts.Checkpoints, logger)
+		a.ckpt = newCheckpointer(opts.Checkpoints, logger, opts.CheckpointQueue, opts.CoalesceCheckpoints)
 	}
 
 	lo := opts.LLMOptions
@@ -133,14 +152,14 @@ func (a *Agent) WithSession(sessionID string) *Agent {
 
 func (a *Agent) provider() string { return a.opts.Model.Provider.Name() }
 
-func (a *Agent) checkpoint(sessionID string, s *State) {
+func (a *Agent) checkpoint(ctx context.Context, sessionID string, s *State) {
 	if a.ckpt != nil && sessionID != "" {
-		a.ckpt.enqueue(sessionID, s)
+		a.ckpt.enqueue(ctx, sessionID, s)
 	}
 }
 
-// FlushCheckpoints waits until every checkpoint queued so far is written
-// (or has failed). Use it before shutdown and in tests.
+// FlushCheckpoints waits until every checkpoint queued so far, of every
+// session, is written (or has failed). Use it before shutdown.
 func (a *Agent) FlushCheckpoints(ctx context.Context) error {
 	if a.ckpt == nil {
 		return nil
@@ -251,8 +270,12 @@ func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit fun
 	if state == nil {
 		state = Initial()
 	}
-	mc := &MiddlewareContext{Agent: a, Input: msg, State: state, Streaming: emit != nil, Metadata: map[string]any{}}
+	mc := &MiddlewareContext{Agent: a, Input: msg, State: state, Streaming: emit != nil, Metadata: map[string]any{}, emit: emit}
 	ec := &ExecutionContext{Agent: a, LLM: a.llm, Hooks: a.hooks, SessionID: a.sessionID, emit: emit, mc: mc}
+	if a.ckpt != nil && a.sessionID != "" {
+		// The run's end flushes its checkpoints (never beyond ctx).
+		defer a.ckpt.flushSession(ctx, a.sessionID)
+	}
 
 	res, err := a.runMiddleware(ctx, mc, ec)
 	if err == nil {
@@ -278,6 +301,7 @@ func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit fun
 }
 
 func (a *Agent) runMiddleware(ctx context.Context, mc *MiddlewareContext, ec *ExecutionContext) (*Result, error) {
+	emit := mc.emit
 	for _, m := range a.opts.Middleware {
 		next, err := m.Before(ctx, mc)
 		if err != nil {
@@ -285,6 +309,14 @@ func (a *Agent) runMiddleware(ctx context.Context, mc *MiddlewareContext, ec *Ex
 		}
 		if next != nil {
 			*mc = *next
+			mc.emit = emit
+		}
+	}
+	if ec.emit != nil {
+		for _, m := range a.opts.Middleware {
+			if w, ok := m.(StreamWrapper); ok {
+				ec.emit = w.WrapStream(ctx, mc, ec.emit)
+			}
 		}
 	}
 	ec.Input, ec.State = mc.Input, mc.State

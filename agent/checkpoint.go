@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,72 +104,145 @@ const (
 	MetadataSessionID = "sessionId"
 )
 
-// checkpointer saves states in the background: per session in order, the
-// latest state winning over ones not yet written, never blocking the run
-// and never failing it (UAP-1.1 §12.3). Failures are logged and counted.
-type checkpointer struct {
-	store   CheckpointStore
-	logger  *slog.Logger
-	timeout time.Duration
+// defaultCheckpointQueue is Options.CheckpointQueue's default.
+const defaultCheckpointQueue = 16
 
-	mu      sync.Mutex
-	pending map[string]*State
-	active  map[string]bool
-	idle    chan struct{} // closed when no session is being written
+// checkpointer saves states in the background (UAP-1.1 §12.3): per
+// session one goroutine writes them in the order they were queued, never
+// failing the run. Failures — an error, or a panic of the store — are
+// logged and counted. By default every state is written: a session's
+// queue holds up to limit states waiting behind the one being written,
+// and enqueue waits for room when it is full (back-pressure on the step).
+// With coalesce, a newer state replaces the one waiting, and enqueue
+// never waits.
+type checkpointer struct {
+	store    CheckpointStore
+	logger   *slog.Logger
+	timeout  time.Duration
+	limit    int
+	coalesce bool
+
+	mu       sync.Mutex
+	sessions map[string]*sessionQueue // sessions with states queued or being written
+	idle     chan struct{}            // closed when sessions becomes empty
 
 	saved  atomic.Int64
 	failed atomic.Int64
 }
 
-func newCheckpointer(store CheckpointStore, logger *slog.Logger) *checkpointer {
-	return &checkpointer{store: store, logger: logger, timeout: 30 * time.Second,
-		pending: map[string]*State{}, active: map[string]bool{}}
+// sessionQueue is one session's pending work.
+type sessionQueue struct {
+	states []*State      // waiting, oldest first (the one being written is not here)
+	room   chan struct{} // closed when a state leaves a full queue; nil while nobody waits
+	done   chan struct{} // closed when the queue is empty and nothing is being written
 }
 
-func (c *checkpointer) enqueue(sessionID string, s *State) {
+func newCheckpointer(store CheckpointStore, logger *slog.Logger, limit int, coalesce bool) *checkpointer {
+	if limit == 0 {
+		limit = defaultCheckpointQueue
+	}
+	return &checkpointer{store: store, logger: logger, timeout: 30 * time.Second, limit: limit, coalesce: coalesce,
+		sessions: map[string]*sessionQueue{}}
+}
+
+// enqueue queues s for saving under sessionID. When the session's queue
+// is full it waits for room; if ctx ends meanwhile, s is queued anyway
+// (beyond the bound by one: the run is ending, and nothing it reached is
+// dropped).
+func (c *checkpointer) enqueue(ctx context.Context, sessionID string, s *State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pending[sessionID] = s
-	if c.active[sessionID] {
-		return
+	for {
+		q := c.sessions[sessionID]
+		if q == nil {
+			q = &sessionQueue{done: make(chan struct{})}
+			if len(c.sessions) == 0 {
+				c.idle = make(chan struct{})
+			}
+			c.sessions[sessionID] = q
+			go c.drain(sessionID, q)
+		}
+		switch {
+		case c.coalesce:
+			clear(q.states)
+			q.states = append(q.states[:0], s)
+			return
+		case len(q.states) < c.limit || ctx.Err() != nil:
+			q.states = append(q.states, s)
+			return
+		}
+		if q.room == nil {
+			q.room = make(chan struct{})
+		}
+		room := q.room
+		c.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+		}
+		c.mu.Lock()
 	}
-	if len(c.active) == 0 {
-		c.idle = make(chan struct{})
-	}
-	c.active[sessionID] = true
-	go c.drain(sessionID)
 }
 
-func (c *checkpointer) drain(sessionID string) {
+func (c *checkpointer) drain(sessionID string, q *sessionQueue) {
 	for {
 		c.mu.Lock()
-		s := c.pending[sessionID]
-		delete(c.pending, sessionID)
-		if s == nil {
-			delete(c.active, sessionID)
-			if len(c.active) == 0 {
+		if len(q.states) == 0 {
+			delete(c.sessions, sessionID)
+			close(q.done)
+			if len(c.sessions) == 0 {
 				close(c.idle)
 			}
 			c.mu.Unlock()
 			return
 		}
+		s := q.states[0]
+		q.states[0] = nil
+		q.states = q.states[1:]
+		if q.room != nil {
+			close(q.room)
+			q.room = nil
+		}
 		c.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-		err := c.store.Save(ctx, sessionID, s)
-		cancel()
-		if err != nil {
+		if err := c.save(sessionID, s); err != nil {
 			c.failed.Add(1)
-			c.logger.Error("agent: checkpoint save failed", "session", sessionID, "step", s.Step(), "error", err)
+			attrs := []any{"session", sessionID, "step", s.Step(), "error", err}
+			if p, ok := err.(*savePanic); ok {
+				attrs = append(attrs, "stack", p.stack)
+			}
+			c.logger.Error("agent: checkpoint save failed", attrs...)
 			continue
 		}
 		c.saved.Add(1)
 	}
 }
 
-// flush waits until every enqueued state has been written (or failed).
+// save calls the store, turning a panic into an error: a failed save
+// must not throw (§12.3), least of all on a goroutine nobody can recover.
+func (c *checkpointer) save(sessionID string, s *State) (err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			err = &savePanic{value: v, stack: string(debug.Stack())}
+		}
+	}()
+	return c.store.Save(ctx, sessionID, s)
+}
+
+// savePanic is the failure of a Save that panicked.
+type savePanic struct {
+	value any
+	stack string
+}
+
+func (p *savePanic) Error() string { return fmt.Sprintf("CheckpointStore.Save panicked: %v", p.value) }
+
+// flush waits until every state queued so far, of every session, has been
+// written (or has failed).
 func (c *checkpointer) flush(ctx context.Context) error {
 	c.mu.Lock()
-	if len(c.active) == 0 {
+	if len(c.sessions) == 0 {
 		c.mu.Unlock()
 		return nil
 	}
@@ -179,5 +253,19 @@ func (c *checkpointer) flush(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// flushSession waits until the session's queue is written (or ctx ends).
+func (c *checkpointer) flushSession(ctx context.Context, sessionID string) {
+	c.mu.Lock()
+	q := c.sessions[sessionID]
+	c.mu.Unlock()
+	if q == nil {
+		return
+	}
+	select {
+	case <-q.done:
+	case <-ctx.Done():
 	}
 }

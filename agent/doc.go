@@ -24,5 +24,6 @@
 // Nothing is limited by default (§2.4): strategies run until the model
 // stops asking for tools or StrategyHooks.StopCondition says so. A step is
 // one model call and the round of tools it requests; the state is
-// checkpointed after every step when Options.Checkpoints is set.
+// checkpointed after every step, in order and in the background, when
+// Options.Checkpoints is set.
 package agent

@@ -45,6 +45,16 @@ type Event struct {
 	Source Source
 	UAP    *UAPEvent
 	UPP    *llm.StreamEvent
+	// Unverified marks output a middleware gating the run's result (a
+	// governed run, govern.Governor.Middleware) let through before the
+	// result was verified: it is not the run's answer, and it may be
+	// rejected — only the stream's Result says what was delivered. A
+	// consumer must not present it as final. (An extension of UAP-1.1.)
+	Unverified bool
+	// Metadata carries what such a middleware adds to the event (for a
+	// governed run: the run's request ID and the chunk's UAICP streaming
+	// block); nil on most events. (An extension of UAP-1.1.)
+	Metadata map[string]any
 }
 
 // UAPEvent is an agent-level event. Data's keys depend on the type:
@@ -66,9 +76,11 @@ type UAPEvent struct {
 }
 
 type eventJSON struct {
-	Source Source           `json:"source"`
-	UAP    *uapEventJSON    `json:"uap,omitempty"`
-	UPP    *llm.StreamEvent `json:"upp,omitempty"`
+	Source     Source           `json:"source"`
+	UAP        *uapEventJSON    `json:"uap,omitempty"`
+	UPP        *llm.StreamEvent `json:"upp,omitempty"`
+	Unverified bool             `json:"unverified,omitempty"`
+	Metadata   map[string]any   `json:"metadata,omitempty"`
 }
 
 type uapEventJSON struct {
@@ -78,9 +90,10 @@ type uapEventJSON struct {
 	Data    map[string]any `json:"data"`
 }
 
-// MarshalJSON writes {source, uap?: {type, step, agentId, data}, upp?}.
+// MarshalJSON writes {source, uap?: {type, step, agentId, data}, upp?,
+// unverified?, metadata?}.
 func (e Event) MarshalJSON() ([]byte, error) {
-	j := eventJSON{Source: e.Source, UPP: e.UPP}
+	j := eventJSON{Source: e.Source, UPP: e.UPP, Unverified: e.Unverified, Metadata: e.Metadata}
 	if e.UAP != nil {
 		data := e.UAP.Data
 		if data == nil {
@@ -106,6 +119,7 @@ func (e *Event) UnmarshalJSON(data []byte) error {
 	default:
 		return errors.New("agent event: source must be uap with a uap object or upp with a upp object")
 	}
+	e.Unverified, e.Metadata = j.Unverified, j.Metadata
 	return nil
 }
 

@@ -162,7 +162,8 @@ func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, in
 // step made none) and reached state: it records sub-agent traces, calls
 // OnAct/OnObserve and OnStepEnd, emits action/observation and step_end,
 // runs the middleware step hooks (which may replace the state), queues the
-// checkpoint, and evaluates StopCondition. It returns the state to
+// checkpoint (waiting only while the session's checkpoint queue is full,
+// see Options.CheckpointQueue), and evaluates StopCondition. It returns the state to
 // continue from and whether to stop; an error from a step hook ends the
 // run.
 func (ec *ExecutionContext) EndStep(ctx context.Context, step int, turn *llm.Turn, state *State, data map[string]any) (*State, bool, error) {
@@ -214,7 +215,7 @@ func (ec *ExecutionContext) EndStep(ctx context.Context, step int, turn *llm.Tur
 		}
 	}
 	ec.last = state
-	ec.Agent.checkpoint(ec.SessionID, state)
+	ec.Agent.checkpoint(ctx, ec.SessionID, state)
 	if hookErr != nil {
 		return state, true, hookErr
 	}

@@ -124,3 +124,41 @@ func FuzzCheckpointMetadata(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEventJSON checks Event.UnmarshalJSON, which decodes untrusted bytes
+// (a remote agent's progress deltas carry events): it never panics, and
+// what it accepts encodes, and decodes again to the same JSON.
+func FuzzEventJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"source":"upp","upp":{"type":"text_delta","index":0,"delta":{"text":"hi"}},"unverified":true,"metadata":{"uaicp.request_id":"r","uaicp.streaming":{"chunk_id":"c","is_final":false,"stream_index":3}}}`,
+		`{"source":"uap","uap":{"type":"step_end","step":1,"agentId":"a","data":{"phase":"x"}},"metadata":null}`,
+		`{"source":"upp","upp":{"type":"image_delta","index":2,"delta":{"data":"AAEC","timestamp":1700000000000}},"unverified":false}`,
+		`{"source":"uap","upp":{"type":"text_delta","index":0,"delta":{}}}`,
+		`{"source":"upp","upp":{"type":"nope","index":0,"delta":{}}}`,
+		`{"source":"uap","uap":{"type":"x","step":0,"agentId":"","data":null},"metadata":{"n":1e400}}`,
+		`[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ev agent.Event
+		if err := ev.UnmarshalJSON(data); err != nil {
+			return
+		}
+		j1, err := ev.MarshalJSON()
+		if err != nil {
+			t.Fatalf("accepted event does not encode: %v", err)
+		}
+		var ev2 agent.Event
+		if err := ev2.UnmarshalJSON(j1); err != nil {
+			t.Fatalf("re-encoded event is rejected: %v\n%s", err, j1)
+		}
+		j2, err := ev2.MarshalJSON()
+		if err != nil || !bytes.Equal(j1, j2) {
+			t.Fatalf("encoding is not stable (%v):\n%s\n%s", err, j1, j2)
+		}
+		if ev2.Unverified != ev.Unverified || len(ev2.Metadata) != len(ev.Metadata) {
+			t.Fatalf("marking changed in a round trip: %+v became %+v", ev, ev2)
+		}
+	})
+}

@@ -11,9 +11,10 @@ import (
 // OnError in reverse order on a failure: the first that returns a result
 // recovers the run. Implementations must be safe for concurrent runs.
 //
-// A middleware may also implement StepHook to act between steps, and
-// ToolWrapper to wrap the agent's tools. The agent/middleware package has
-// Logging, Budget, ContextWindow and ToolArgumentRepair.
+// A middleware may also implement StepHook to act between steps,
+// ToolWrapper to wrap the agent's tools, and StreamWrapper to see a
+// streamed run's events before its consumer does. The agent/middleware
+// package has Logging, Budget, ContextWindow and ToolArgumentRepair.
 type Middleware interface {
 	Name() string
 	// Before may return a replacement context (a changed input or state);
@@ -37,6 +38,30 @@ type MiddlewareContext struct {
 	Streaming bool
 	// Metadata is shared by the middleware of one run.
 	Metadata map[string]any
+
+	emit func(Event) // the stream's consumer, before any StreamWrapper; nil when not streaming
+}
+
+// Rerun runs the agent again within this run, for middleware that sends
+// the run back to work (a repair, a retry): from state with input, through
+// every middleware, like Generate. When this run is streamed, the new run
+// is streamed to this run's consumer — its events, each through the
+// middleware's StreamWrappers once, join this run's stream.
+func (mc *MiddlewareContext) Rerun(ctx context.Context, input llm.Input, state *State) (*Result, error) {
+	return mc.Agent.run(ctx, input, state, mc.emit)
+}
+
+// StreamWrapper is an optional interface of Middleware: WrapStream returns
+// the function a streamed run's events go through instead of emit — it
+// passes them on to emit, changed (Event.Unverified, Event.Metadata), or
+// holds them back and passes them on later, while the run lasts. It is
+// called once per streamed run, after every Before; the wrapper of the
+// first middleware in the slice is the nearest to the consumer. The
+// function is called from the run's goroutines concurrently (tool calls,
+// plan steps); emit serializes them and may block while the consumer is
+// behind.
+type StreamWrapper interface {
+	WrapStream(ctx context.Context, mc *MiddlewareContext, emit func(Event)) func(Event)
 }
 
 // StepHook is an optional interface of Middleware: OnStep is called after

@@ -86,6 +86,9 @@ type AgentOptions struct {
 // failing strategy — ends in fail_safe with its writes rolled back, and
 // the agent call returns an *Error carrying the uncertain envelope.
 //
+// A streamed run (Stream) gates its deliver content (§4.2): see
+// EventRequestID for what its consumer sees.
+//
 // A sub-agent run inside a governed tool call is a child run (§4.3).
 func (g *Governor) Middleware(o AgentOptions) agent.Middleware {
 	return &agentMiddleware{g: g, o: o}
@@ -308,13 +311,16 @@ func (m *agentMiddleware) After(ctx context.Context, mc *agent.MiddlewareContext
 	if err != nil {
 		return nil, r.failWith(ctx, err, InternalError)
 	}
+	gate, _ := mc.Metadata[metadataKey+".gate"].(*streamGate)
 	if v.Passed {
 		env, err := r.Deliver(ctx, out)
 		if err != nil {
 			return nil, r.failWith(ctx, err, InternalError)
 		}
+		gate.release()
 		return withEnvelope(res, env)
 	}
+	gate.drop() // this answer was rejected: what it held back never goes out
 	if err := r.Repair(ctx, Execute, "verification failed"); err != nil {
 		return nil, err // failed safe: err carries the uncertain envelope
 	}
@@ -322,7 +328,8 @@ func (m *agentMiddleware) After(ctx context.Context, mc *agent.MiddlewareContext
 	if m.o.RepairPrompt != nil {
 		prompt = m.o.RepairPrompt(v)
 	}
-	next, err := mc.Agent.Generate(withRun(ctx, r), llm.NewUserMessage(llm.Text(prompt)), res.State)
+	// The repair streams to the same consumer when this run is streamed.
+	next, err := mc.Rerun(withRun(ctx, r), llm.NewUserMessage(llm.Text(prompt)), res.State)
 	if err != nil {
 		return nil, err
 	}
@@ -346,6 +353,110 @@ func (m *agentMiddleware) OnError(ctx context.Context, mc *agent.MiddlewareConte
 		def = ToolFailed
 	}
 	return nil, r.failWith(ctx, err, def)
+}
+
+// The keys of agent.Event.Metadata on the deliver content a streamed
+// governed run lets through before verification (§4.2). Such an event
+// also has Unverified set. EventStreaming holds the chunk's *Streaming:
+// its chunk_id and stream_index (0, 1, … across the run, repairs
+// included); the is_final chunk is the envelope of the run's end, in the
+// result's state (EnvelopeOf) or the *Error.
+//
+// What a consumer of a governed agent's Stream sees of the deliver
+// content — the UPP text, object, image, audio and video deltas: while
+// the run has made no call above read_only, each delta comes at once,
+// marked unverified (Run.Chunk); once it has, the deltas are held back
+// and come, unmarked, only after the run delivered — just before the
+// stream's result. A run that fails safe or pauses never sends what it
+// held back, and its unverified deltas are never confirmed: its stream
+// ends with the *Error. A rejected answer's held-back deltas are
+// dropped; the repair that follows streams the same way.
+const (
+	EventRequestID = "uaicp.request_id"
+	EventStreaming = "uaicp.streaming"
+)
+
+// WrapStream gates the run's deliver content on the way to the consumer
+// (see EventRequestID).
+func (m *agentMiddleware) WrapStream(ctx context.Context, mc *agent.MiddlewareContext, emit func(agent.Event)) func(agent.Event) {
+	r := runOf(mc.Metadata)
+	if r == nil {
+		return emit
+	}
+	g := &streamGate{run: r, next: emit}
+	mc.Metadata[metadataKey+".gate"] = g
+	return g.pass
+}
+
+// streamGate passes one agent call's deliver content through Run.Chunk,
+// and holds it back once Chunk refuses.
+type streamGate struct {
+	run  *Run
+	next func(agent.Event)
+
+	mu   sync.Mutex // held while passing content on, to keep stream_index in order
+	held []agent.Event
+}
+
+// deliverContent returns the content of an event that carries part of
+// the model's answer.
+func deliverContent(ev agent.Event) (any, bool) {
+	if ev.Source != agent.SourceUPP || ev.UPP == nil {
+		return nil, false
+	}
+	switch ev.UPP.Type {
+	case llm.TextDelta, llm.ObjectDelta:
+		return ev.UPP.Delta.Text, true
+	case llm.ImageDelta, llm.AudioDelta, llm.VideoDelta:
+		return ev.UPP.Delta.Data, true
+	}
+	return nil, false
+}
+
+func (g *streamGate) pass(ev agent.Event) {
+	content, ok := deliverContent(ev)
+	if !ok {
+		g.next(ev)
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.held) == 0 { // once holding, hold everything after, in order
+		if env, ok := g.run.Chunk(content); ok {
+			ev.Unverified = true
+			ev.Metadata = maps.Clone(ev.Metadata)
+			if ev.Metadata == nil {
+				ev.Metadata = map[string]any{}
+			}
+			ev.Metadata[EventRequestID], ev.Metadata[EventStreaming] = env.RequestID, env.Streaming
+			g.next(ev)
+			return
+		}
+	}
+	g.held = append(g.held, ev)
+}
+
+// release passes on what was held back: the run has delivered.
+func (g *streamGate) release() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ev := range g.held {
+		g.next(ev)
+	}
+	g.held = nil // later content finds the run terminal: Chunk refuses, and it stays held
+}
+
+// drop discards what was held back: the answer was rejected.
+func (g *streamGate) drop() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	g.held = nil
+	g.mu.Unlock()
 }
 
 func withEnvelope(res *agent.Result, env *Envelope) (*agent.Result, error) {

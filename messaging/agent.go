@@ -39,7 +39,9 @@ const (
 // AgentDone is the payload of the done delta of an agent served by
 // AgentHandler.
 type AgentDone struct {
-	// Content is the reply text (the run's last assistant message).
+	// Content is the reply text (the run's last assistant message): for
+	// a governed agent, the delivered answer, which chunks marked
+	// unverified may not have been.
 	// A reply too large for a delta (over 256 KiB with Data) is sent
 	// without Content and Data, with "truncated": true: its text is in
 	// the chunks.
@@ -55,7 +57,11 @@ type AgentDone struct {
 // streams the run's events as deltas:
 //
 //   - a UPP text_delta is a chunk {"content": "<text>"}, as Echo sends,
-//     so that a consumer reassembles the reply the same way;
+//     so that a consumer reassembles the reply the same way; a delta the
+//     run marked unverified (agent.Event.Unverified: a governed run's
+//     answer before its verification) is {"content": "<text>",
+//     "unverified": true} — not the reply until done confirms it, and
+//     never confirmed when the stream ends with an error;
 //   - every other forwarded event is a progress {"event": <the event's
 //     JSON, agent.Event's form {source, uap|upp}>}: step_start/step_end,
 //     reasoning, action, observation, subagent_*, plan_*, and the UPP
@@ -169,7 +175,7 @@ func (h *agentHandler) forward(ctx context.Context, s *Stream, ev agent.Event) e
 			for n < len(text) && !utf8.RuneStart(text[n]) {
 				n--
 			}
-			payload, _ := json.Marshal(map[string]string{"content": text[:n]})
+			payload, _ := json.Marshal(chunkPayload{Content: text[:n], Unverified: ev.Unverified})
 			if err := s.Send(ctx, envelope.DeltaChunk, payload); err != nil {
 				return err
 			}
@@ -193,10 +199,16 @@ func (h *agentHandler) forward(ctx context.Context, s *Stream, ev agent.Event) e
 	return err
 }
 
+// chunkPayload is the payload of a chunk delta AgentHandler sends.
+type chunkPayload struct {
+	Content    string `json:"content"`
+	Unverified bool   `json:"unverified,omitempty"`
+}
+
 // withoutData is the progress payload of an event whose data cannot be
 // forwarded: its type and position, and "truncated": true.
 func withoutData(ev agent.Event) []byte {
-	short := agent.Event{Source: ev.Source}
+	short := agent.Event{Source: ev.Source, Unverified: ev.Unverified}
 	switch {
 	case ev.UAP != nil:
 		short.UAP = &agent.UAPEvent{Type: ev.UAP.Type, Step: ev.UAP.Step, AgentID: ev.UAP.AgentID, Data: map[string]any{"truncated": true}}

@@ -61,11 +61,12 @@ type RemoteResult struct {
 // as subagent_event between subagent_start and subagent_end (§8.4),
 // with the keys agent.SubagentTool uses, and every execution is
 // recorded as an agent.SubagentTrace in the parent's state (§8.5). The
-// forwarded "event" is an agent.Event: a chunk becomes a UPP text_delta,
-// a progress delta carrying {"event": …} (AgentHandler's) the event it
-// carries, any other progress payload a UAP event of type "progress"
-// with the payload as data. The trace has no tool executions: a remote
-// agent's tools are its own.
+// forwarded "event" is an agent.Event: a chunk becomes a UPP text_delta
+// (Unverified when the chunk says "unverified": true), a progress delta
+// carrying {"event": …} (AgentHandler's) the event it carries, any other
+// progress payload a UAP event of type "progress" with the payload as
+// data. The trace has no tool executions: a remote agent's tools are its
+// own.
 //
 // When the parent run ends early (ctx cancelled), the remote request is
 // cancelled too (a cancel envelope, on a fresh connection over
@@ -199,12 +200,10 @@ func (r *remoteAgent) ask(ctx context.Context, prompt string, emit func(agent.Ev
 		}
 		switch d.Type {
 		case envelope.DeltaChunk:
-			var p struct {
-				Content string `json:"content"`
-			}
+			var p chunkPayload
 			json.Unmarshal(d.Payload, &p)
 			text.WriteString(p.Content)
-			emit(agent.Event{Source: agent.SourceUPP, UPP: &llm.StreamEvent{Type: llm.TextDelta, Delta: llm.EventDelta{Text: p.Content}}})
+			emit(agent.Event{Source: agent.SourceUPP, UPP: &llm.StreamEvent{Type: llm.TextDelta, Delta: llm.EventDelta{Text: p.Content}}, Unverified: p.Unverified})
 		case envelope.DeltaProgress:
 			emit(progressEvent(d.Payload))
 		case envelope.DeltaDone:
