@@ -3,6 +3,7 @@ package strictjson_test
 import (
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/internal/strictjson"
 )
@@ -34,6 +35,14 @@ func BenchmarkDecode(b *testing.B) {
 			var v executeRequest
 			if err := strictjson.Decode(body, &v, nil); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json-valid+utf8-valid", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !json.Valid(body) || !utf8.Valid(body) {
+				b.Fatal("invalid")
 			}
 		}
 	})
