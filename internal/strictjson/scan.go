@@ -43,14 +43,22 @@ func charName(b []byte) string {
 
 func (s *scanner) ws() {
 	for s.i < len(s.data) {
-		switch s.data[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
+		c := s.data[s.i]
+		if c > ' ' || c != ' ' && c != '\t' && c != '\n' && c != '\r' {
 			return
 		}
+		s.i++
 	}
 }
+
+// plain marks the bytes a string holds as they are: printable ASCII but
+// the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // document checks the whole input: one value, then only whitespace.
 func (s *scanner) document(p *plan) *Error {
@@ -310,6 +318,13 @@ func (s *scanner) str() (rawString, *Error) {
 	escaped := false
 	for i := start; i < len(s.data); {
 		c := s.data[i]
+		if plain[c] {
+			i++
+			for i < len(s.data) && plain[s.data[i]] {
+				i++
+			}
+			continue
+		}
 		switch {
 		case c == '"':
 			s.i = i + 1
@@ -351,9 +366,7 @@ func (s *scanner) str() (rawString, *Error) {
 		case c < 0x20:
 			s.i = i
 			return rawString{}, s.fail(ErrSyntax, fmt.Sprintf("control character 0x%02x at byte %d in a string (escape it)", c, i))
-		case c < utf8.RuneSelf:
-			i++
-		default:
+		default: // not ASCII
 			r, n := utf8.DecodeRune(s.data[i:])
 			if r == utf8.RuneError && n == 1 {
 				s.i = i
