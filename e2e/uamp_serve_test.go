@@ -81,7 +81,7 @@ func TestUAMP_ServeSendConformance(t *testing.T) {
 
 	// The black-box suite passes against the binary.
 	code, out, errs := runCLI(t, "conformance", "uamp", "--url", url, "--key", key, "--ca", ca)
-	if last := lastLine(out); code != 0 || last != "19 passed, 0 failed" {
+	if last := lastLine(out); code != 0 || last != "20 passed, 0 failed" {
 		t.Errorf("conformance uamp: exit %d, %q:\n%s%s", code, last, out, errs)
 	}
 

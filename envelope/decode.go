@@ -42,13 +42,18 @@ const maxSafeInteger = 1 << 53
 //
 // Member names match exactly, case included. Numbers in ext and in the
 // open members of body and context decode as float64, as with
-// encoding/json. Every refusal is an *Error: 4.13 for size, 4.00
-// otherwise. Decode does not verify the signature: Open does both.
+// encoding/json. Every refusal is an *Error: 4.13 for size; 4.01 for an
+// envelope that is well formed but for its sig, which is absent, not a
+// string or empty (§6.3: every envelope must carry one; the canonical
+// form, which excludes sig, is defined, so this is a missing signature,
+// not a malformed message); 4.00 otherwise. Decode does not verify the
+// signature: Open does both.
 func Decode(b []byte) (*Envelope, error) {
 	tree, err := parseStrict(b, MaxEnvelopeSize)
 	if err != nil {
 		return nil, err
 	}
+	unsigned := unsignedReason(tree)
 	if err := validateValue(schemas().envelope, EnvelopeSchema, tree); err != nil {
 		return nil, badRequest(err)
 	}
@@ -108,7 +113,35 @@ func Decode(b []byte) (*Envelope, error) {
 	if bad != nil {
 		return nil, badRequest(bad)
 	}
+	if unsigned != "" {
+		return nil, NewError(CodeUnauthenticated, unsigned, nil)
+	}
 	return e, nil
+}
+
+// unsignedReason says what is wrong with the sig of the decoded document
+// tree when it is an object whose sig is absent, not a string or empty,
+// and puts a placeholder in its place so that the rest of the envelope
+// is checked as usual; "" when there is nothing to say.
+func unsignedReason(tree any) string {
+	m, ok := tree.(map[string]any)
+	if !ok {
+		return ""
+	}
+	var reason string
+	switch v, present := m["sig"]; {
+	case !present:
+		reason = "the envelope has no sig: every envelope must be signed (§6.3)"
+	case v == "":
+		reason = "the envelope's sig is empty: every envelope must be signed (§6.3)"
+	default:
+		if _, isString := v.(string); isString {
+			return ""
+		}
+		reason = "the envelope's sig is not a string: it must be a detached JWS (§6.3)"
+	}
+	m["sig"] = "unsigned"
+	return reason
 }
 
 // DecodeDelta decodes a delta from untrusted bytes: what the delta schema

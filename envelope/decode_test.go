@@ -79,9 +79,17 @@ func TestUAMP_4_StrictDecoding(t *testing.T) {
 		{"deep nesting", with(t, "ext", `{"a":`+strings.Repeat("[", 40)+strings.Repeat("]", 40)+`}`), envelope.CodeBadRequest},
 		{"unknown member", with(t, "priority", `1`), envelope.CodeBadRequest},
 		{"member in other case", strings.Replace(minimal, `"intent"`, `"Intent"`, 1), envelope.CodeBadRequest},
-		{"missing sig", strings.Replace(minimal, `,"sig":"x..y"`, ``, 1), envelope.CodeBadRequest},
+		// §6.3: a sig that is absent, empty or not a string is a missing
+		// signature (4.01) once the rest is well formed, a malformed
+		// envelope (4.00) otherwise.
+		{"missing sig", strings.Replace(minimal, `,"sig":"x..y"`, ``, 1), envelope.CodeUnauthenticated},
+		{"sig not a string", with(t, "sig", `{"alg":"none"}`), envelope.CodeUnauthenticated},
+		{"sig null", with(t, "sig", `null`), envelope.CodeUnauthenticated},
+		{"missing sig, missing id", strings.Replace(strings.Replace(minimal, `,"sig":"x..y"`, ``, 1), `"id":"urn:uuid:11111111-1111-4111-8111-111111111111",`, ``, 1), envelope.CodeBadRequest},
+		{"missing sig, empty stream_id", strings.Replace(with(t, "stream_id", `""`), `,"sig":"x..y"`, ``, 1), envelope.CodeBadRequest},
+		{"missing sig, lone surrogate", strings.Replace(strings.Replace(minimal, `,"sig":"x..y"`, ``, 1), "2+2", `\ud800`, 1), envelope.CodeBadRequest},
 		{"empty optional string", with(t, "stream_id", `""`), envelope.CodeBadRequest},
-		{"empty sig", with(t, "sig", `""`), envelope.CodeBadRequest},
+		{"empty sig", with(t, "sig", `""`), envelope.CodeUnauthenticated},
 		{"empty body.encoding", strings.Replace(minimal, `"content":"2+2"`, `"content":"2+2","encoding":""`, 1), envelope.CodeBadRequest},
 		{"id not a uuid", strings.Replace(minimal, "11111111-1111-4111-8111-111111111111", "1111", 1), envelope.CodeBadRequest},
 		{"id with braces", strings.Replace(minimal, "urn:uuid:11111111-1111-4111-8111-111111111111", "{11111111-1111-4111-8111-111111111111}", 1), envelope.CodeBadRequest},

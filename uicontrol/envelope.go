@@ -3,6 +3,7 @@ package uicontrol
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentry-dev/agentry/internal/strictjson"
 )
 
 // Version is the UIAP Core version this package implements.
@@ -21,6 +24,10 @@ const DefaultMaxMessageSize = 1 << 20
 
 // maxIDLength bounds MessageId and SessionId (§3: 1..128 characters).
 const maxIDLength = 128
+
+// maxMessageDepth bounds the nesting of a message: encoding/json's own
+// bound, so that UI trees keep the room they had.
+const maxMessageDepth = 10000
 
 // Kind is an envelope's kind (§5).
 type Kind string
@@ -233,7 +240,8 @@ func digits(s string) bool {
 // envelope rules of §4.1 and returns it, or an *Error with code
 // invalid_message saying what is wrong. It refuses:
 //
-//   - more than DefaultMaxMessageSize bytes, invalid UTF-8, anything but
+//   - more than DefaultMaxMessageSize bytes, invalid UTF-8, a \u escape
+//     of a lone surrogate (anywhere, payload included), anything but
 //     exactly one JSON object;
 //   - a member name given twice in the envelope, source or target
 //     (names match exactly, case included);
@@ -269,10 +277,16 @@ func decodeEnvelope(b []byte, maxSize int) (*Envelope, *Error) {
 	if len(b) > maxSize {
 		return e, newErrorf(CodeInvalidMessage, "message larger than %d bytes", maxSize)
 	}
-	if !utf8.Valid(b) {
-		return e, NewError(CodeInvalidMessage, "message is not valid UTF-8")
-	}
-	if !json.Valid(b) {
+	// One JSON value and nothing after it; invalid UTF-8 and lone
+	// surrogate escapes, which encoding/json would turn into U+FFFD
+	// further down, refused (DESIGN §2).
+	if err := strictjson.Check(b, &strictjson.Options{MaxSize: maxSize, MaxDepth: maxMessageDepth}); err != nil {
+		switch {
+		case errors.Is(err, strictjson.ErrInvalidUTF8):
+			return e, NewError(CodeInvalidMessage, "message is not valid UTF-8")
+		case errors.Is(err, strictjson.ErrLoneSurrogate):
+			return e, NewError(CodeInvalidMessage, "message holds a lone surrogate escape: "+err.Error())
+		}
 		return e, NewError(CodeInvalidMessage, "message is not a JSON object")
 	}
 	var m envelopeMembers

@@ -12,9 +12,9 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
+	"github.com/agentry-dev/agentry/internal/strictjson"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -157,44 +157,37 @@ func (h *handler) readObject(r *http.Request, v any) error {
 	if int64(len(body)) > h.opts.MaxBodyBytes {
 		return newError(ErrTooLarge, "Request body too large")
 	}
-	return decodeObject(body, v)
+	return decodeObject(body, v, int(h.opts.MaxBodyBytes))
 }
 
 // decodeObject decodes a request body that must be exactly one JSON
-// object.
-func decodeObject(body []byte, v any) error {
+// object, strictly (DESIGN §2): nothing after it, valid UTF-8, no lone
+// surrogate escapes, member names matched case-sensitively. Unknown
+// members are ignored. A refusal says what is wrong in JSON's terms.
+func decodeObject(body []byte, v any, maxSize int) error {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		return newError(ErrBadRequest, "Missing request body")
 	}
-	if trimmed[0] != '{' {
+	if trimmed[0] != '{' { // null too, which encoding/json would take
 		return newError(ErrBadRequest, "Request body must be a JSON object")
 	}
-	if json.Unmarshal(trimmed, v) == nil { // the fast path; the decoder below explains failures
+	err := strictjson.Decode(body, v, &strictjson.Options{MaxSize: maxSize})
+	if err == nil {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return newError(ErrBadRequest, "Invalid request body: field '"+te.Field+"' must be "+jsonKind(te.Type.String()))
-		}
-		return newError(ErrBadRequest, "Invalid JSON in request body")
-	}
-	if dec.More() {
-		return newError(ErrBadRequest, "Request body must be a single JSON object")
-	}
-	return nil
-}
-
-func jsonKind(goType string) string {
+	var e *strictjson.Error
 	switch {
-	case strings.HasPrefix(goType, "map["):
-		return "an object"
-	case goType == "string":
-		return "a string"
+	case !errors.As(err, &e): // not reached: Decode's errors are *Error
+		return newError(ErrBadRequest, "Invalid request body")
+	case e.Reason == strictjson.ErrTrailingData:
+		return newError(ErrBadRequest, "Request body must be a single JSON object ("+e.Message+")")
+	case e.Reason == strictjson.ErrSyntax:
+		return newError(ErrBadRequest, "Invalid JSON in request body: "+e.Error())
+	case e.Reason == strictjson.ErrTooLarge:
+		return newError(ErrTooLarge, "Request body too large")
 	}
-	return "of type " + goType
+	return newError(ErrBadRequest, "Invalid request body: "+e.Error())
 }
 
 type initializeRequest struct {

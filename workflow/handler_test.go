@@ -253,12 +253,12 @@ func TestUAIP_Errors(t *testing.T) {
 		detail                            string
 	}{
 		{"400 missing body", "POST", "/initialize", "", "", 400, "Missing request body"},
-		{"400 invalid JSON", "POST", "/initialize", "", `{"workflow_name":`, 400, "Invalid JSON in request body"},
+		{"400 invalid JSON", "POST", "/initialize", "", `{"workflow_name":`, 400, "Invalid JSON in request body: workflow_name: unexpected end of JSON input, expecting a value"},
 		{"400 array body", "POST", "/initialize", "", `["store"]`, 400, "Request body must be a JSON object"},
 		{"400 string body", "POST", "/execute", id, `"hi"`, 400, "Request body must be a JSON object"},
 		{"400 null body", "POST", "/execute", id, `null`, 400, "Request body must be a JSON object"},
-		{"400 two objects", "POST", "/initialize", "", `{"workflow_name":"store"}{}`, 400, "Request body must be a single JSON object"},
-		{"400 wrong field type", "POST", "/execute", id, `{"workflow_name":"store","action":"method_call","task":"view_cart","args":[1]}`, 400, "Invalid request body: field 'args' must be an object"},
+		{"400 two objects", "POST", "/initialize", "", `{"workflow_name":"store"}{}`, 400, "Request body must be a single JSON object (unexpected data after the JSON value at byte 25)"},
+		{"400 wrong field type", "POST", "/execute", id, `{"workflow_name":"store","action":"method_call","task":"view_cart","args":[1]}`, 400, "Invalid request body: args: must be an object"},
 		{"400 no workflow_name", "POST", "/initialize", "", `{}`, 400, "workflow_name is required"},
 		{"400 missing X-Session-Id", "POST", "/execute", "", `{"workflow_name":"store","action":"state_input","state_updates":{}}`, 400, "Missing X-Session-Id header"},
 		{"404 workflow on initialize", "POST", "/initialize", "", `{"workflow_name":"bank"}`, 404, "Workflow 'bank' not found"},

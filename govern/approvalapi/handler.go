@@ -6,7 +6,6 @@
 package approvalapi
 
 import (
-	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -14,10 +13,11 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/strictjson"
 )
 
 // DefaultMaxBodyBytes bounds request bodies when Options.MaxBodyBytes is
@@ -196,7 +196,7 @@ func (h *handler) readDecision(w http.ResponseWriter, r *http.Request) (govern.A
 		}
 		return govern.ApprovalInput{}, badRequest("could not read the body")
 	}
-	m, e := decodeStrings(body, "decision", "token", "approver", "reason")
+	m, e := decodeStrings(body, h.opts.MaxBodyBytes, "decision", "token", "approver", "reason")
 	if e != nil {
 		return govern.ApprovalInput{}, e
 	}
@@ -244,47 +244,40 @@ func hasControl(s string) bool {
 }
 
 // decodeStrings decodes body as exactly one JSON object whose members
-// are strings named in allowed (case-sensitively), each at most once.
-func decodeStrings(body []byte, allowed ...string) (map[string]string, *Error) {
-	if !utf8.Valid(body) {
-		return nil, badRequest("the body is not valid UTF-8")
-	}
-	d := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+// are strings named in allowed (case-sensitively), each at most once:
+// strictly (DESIGN §2), so that nothing after the object, no invalid
+// UTF-8 and no lone surrogate escape is accepted, let alone repaired.
+func decodeStrings(body []byte, limit int64, allowed ...string) (map[string]string, *Error) {
+	var raw map[string]json.RawMessage
+	err := strictjson.Decode(body, &raw, &strictjson.Options{MaxSize: int(limit), DisallowDuplicates: true})
+	var se *strictjson.Error
+	switch {
+	case errors.As(err, &se) && se.Reason == strictjson.ErrType && se.Path == "":
+		return nil, badRequest("the body must be a JSON object")
+	case errors.As(err, &se) && se.Reason == strictjson.ErrTrailingData:
+		return nil, badRequest("the body must be a single JSON object (%s)", se.Message)
+	case errors.As(err, &se) && se.Reason == strictjson.ErrDuplicate:
+		return nil, badRequest("%s", se.Message)
+	case err != nil:
+		return nil, badRequest("the body is not valid JSON: %s", err)
+	case raw == nil: // null
 		return nil, badRequest("the body must be a JSON object")
 	}
-	ok := map[string]bool{}
-	for _, a := range allowed {
-		ok[a] = true
+	names := make([]string, 0, len(raw))
+	for k := range raw {
+		names = append(names, k)
 	}
-	m := map[string]string{}
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
-			return nil, badRequest("the body is not valid JSON")
+	slices.Sort(names) // the first problem, by name: the same answer every time
+	m := make(map[string]string, len(raw))
+	for _, k := range names {
+		if !slices.Contains(allowed, k) {
+			return nil, badRequest("unknown member %q", clip(k))
 		}
-		key := tok.(string) // object keys are strings
-		if !ok[key] {
-			return nil, badRequest("unknown member %q", clip(key))
+		var s string
+		if v := raw[k]; len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
+			return nil, badRequest("member %q must be a string", k)
 		}
-		if _, dup := m[key]; dup {
-			return nil, badRequest("duplicate member %q", key)
-		}
-		tok, err = d.Token()
-		if err != nil {
-			return nil, badRequest("the body is not valid JSON")
-		}
-		s, isString := tok.(string)
-		if !isString {
-			return nil, badRequest("member %q must be a string", key)
-		}
-		m[key] = s
-	}
-	if _, err := d.Token(); err != nil {
-		return nil, badRequest("the body is not valid JSON")
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, badRequest("the body must be a single JSON object")
+		m[k] = s
 	}
 	return m, nil
 }

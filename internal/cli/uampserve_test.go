@@ -233,7 +233,7 @@ func TestConformanceUAMPAgainstServe(t *testing.T) {
 	srv := serveInProcess(t, data, "--uamp-trust", writeFile(t, dir, "conf.pub.jwk", pub))
 	code, out, errs := runCLI(t, "", "conformance", "uamp", "--url", srv.tlsURL, "--key", key, "--ca", filepath.Join(data, devCertFile))
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || lines[len(lines)-1] != "19 passed, 0 failed" {
+	if code != 0 || lines[len(lines)-1] != "20 passed, 0 failed" {
 		t.Errorf("exit %d: %s\n%s", code, out, errs)
 	}
 	// A key the server does not trust fails, exit 1.
@@ -243,7 +243,7 @@ func TestConformanceUAMPAgainstServe(t *testing.T) {
 	var rep struct {
 		Results []struct{ Passed bool }
 	}
-	if code != 1 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Results) != 19 {
+	if code != 1 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Results) != 20 {
 		t.Errorf("untrusted key: exit %d: %s", code, out)
 	}
 	if code, _, _ := runCLI(t, "", "conformance", "uamp", "--url", "http://127.0.0.1:1", "--key", key); code != 2 {

@@ -7,7 +7,6 @@
 package runs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +21,7 @@ import (
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/strictjson"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -269,11 +269,12 @@ func (s *Service) post(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, "TOO_LARGE", fmt.Sprintf("body larger than %d bytes", MaxBody))
 		return
 	}
+	// Strictly (DESIGN §2): one closed object and nothing after it, no
+	// invalid UTF-8 or lone surrogate to be silently repaired in the
+	// input a run is journaled with.
 	var req startRequest
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&req); err != nil || d.More() {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", `the body must be {"agent": "...", "input": "...", "wait": bool}`)
+	if err := strictjson.Decode(body, &req, &strictjson.Options{MaxSize: MaxBody, DisallowUnknownFields: true, DisallowDuplicates: true}); err != nil {
+		writeError(w, http.StatusBadRequest, "BAD_REQUEST", `the body must be {"agent": "...", "input": "...", "wait": bool}: `+err.Error())
 		return
 	}
 	if req.Input == "" {

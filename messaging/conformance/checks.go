@@ -41,7 +41,7 @@ func (r *runner) run(ctx context.Context) {
 		why := "no agent to address: discovery failed and Options.To is empty"
 		for _, c := range []struct{ name, clause string }{
 			{"http/415-media-type", clauseMediaType}, {"http/413-body-limit", clauseTooLarge},
-			{"auth/401-no-client-certificate", clauseAuthN}, {"auth/401-unsigned", clauseIntegrity},
+			{"auth/401-no-client-certificate", clauseAuthN}, {"auth/401-no-sig", clauseIntegrity}, {"auth/401-unsigned", clauseIntegrity},
 			{"auth/401-tampered", clauseIntegrity}, {"auth/401-unknown-key", clauseIntegrity},
 			{"auth/403-from-not-principal", clauseAuthZ}, {"auth/replay", clauseReplay},
 			{"echo/sse", clauseEchoSSE}, {"echo/websocket", clauseEchoWS}, {"stream/window", clauseWindow},
@@ -167,6 +167,13 @@ func (r *runner) checkAuthentication(ctx context.Context) {
 	x, err := r.post(ctx, r.anon, messaging.MediaType, b)
 	r.check("auth/401-no-client-certificate", clauseAuthN,
 		"a signed ask without a client certificate (or bearer token) is refused: HTTP 401, 4.01",
+		r.refusal(ctx, x, err, http.StatusUnauthorized, envelope.CodeUnauthenticated))
+
+	// An envelope without sig is well formed but for it: unauthenticated,
+	// not malformed (docs/spec-notes/uamp.md, "Error codes").
+	x, err = r.send(ctx, envelope.New(r.from, []string{r.to}, envelope.IntentAsk, envelope.Body{Type: "text/plain", Content: "no sig"}))
+	r.check("auth/401-no-sig", clauseIntegrity,
+		"an ask without sig is refused: HTTP 401, 4.01",
 		r.refusal(ctx, x, err, http.StatusUnauthorized, envelope.CodeUnauthenticated))
 
 	unsigned := envelope.New(r.from, []string{r.to}, envelope.IntentAsk, envelope.Body{Type: "text/plain", Content: "unsigned"})

@@ -19,8 +19,8 @@
 // application/manifest+jws verified with the hub's keys); TLS 1.3 only
 // (§6.1: a TLS 1.2 handshake and plain HTTP are refused); the media type
 // (415) and body limit (413) of the HTTP binding; authentication (§6.2,
-// §6.3: no client certificate, an unsigned, a tampered and an
-// unknown-key envelope are 401, from ≠ principal is 403, a replayed ask
+// §6.3: no client certificate, an envelope without sig, one whose sig is
+// not a JWS, a tampered and an unknown-key envelope are 401, from ≠ principal is 403, a replayed ask
 // is refused); the echo round trip over SSE and WebSocket with a small
 // window and ACKs; the window itself (§5: no more than delta_window
 // un-ACKed deltas arrive); resume with Last-Event-ID after a dropped

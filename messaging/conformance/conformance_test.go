@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log"
@@ -94,8 +95,8 @@ func TestUAMP_ConformancePasses(t *testing.T) {
 	s := newServer(t, keySet(t, bare, didKey), nil)
 
 	rep := run(t, s, bare)
-	if rep.Failed() != 0 || rep.Skipped() != 0 || rep.Passed() != 19 {
-		t.Errorf("bare kid: %d passed, %d failed, %d skipped; want 19 passed", rep.Passed(), rep.Failed(), rep.Skipped())
+	if rep.Failed() != 0 || rep.Skipped() != 0 || rep.Passed() != 20 {
+		t.Errorf("bare kid: %d passed, %d failed, %d skipped; want 20 passed", rep.Passed(), rep.Failed(), rep.Skipped())
 	}
 	if !strings.HasPrefix(rep.Agent, "did:web:127.0.0.1%3A") {
 		t.Errorf("agent %q", rep.Agent)
@@ -103,7 +104,7 @@ func TestUAMP_ConformancePasses(t *testing.T) {
 	// A kid that is a DID URL cannot sign for another sender: the 403
 	// check is skipped, not failed.
 	rep = run(t, s, didKey)
-	if r, _ := rep.Result("auth/403-from-not-principal"); rep.Failed() != 0 || rep.Passed() != 18 || !r.Skipped {
+	if r, _ := rep.Result("auth/403-from-not-principal"); rep.Failed() != 0 || rep.Passed() != 19 || !r.Skipped {
 		t.Errorf("DID kid: %d passed, %d failed, %d skipped", rep.Passed(), rep.Failed(), rep.Skipped())
 	}
 }
@@ -144,6 +145,25 @@ func TestUAMP_ConformanceFailures(t *testing.T) {
 			failed: []string{"discovery/hub"},
 		},
 		{
+			// UAMP 1.0 §6.3: the server answers an envelope without sig
+			// as malformed (400) rather than unauthenticated (401).
+			name: "unsigned envelope a bad request",
+			wrap: func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method == http.MethodPost && r.URL.Path == messaging.PathMessages {
+						b, _ := io.ReadAll(r.Body)
+						r.Body = io.NopCloser(bytes.NewReader(b))
+						if !bytes.Contains(b, []byte(`"sig"`)) {
+							w = unauthorizedAsBadRequest{w}
+						}
+					}
+					h.ServeHTTP(w, r)
+				})
+			},
+			trust:  true,
+			failed: []string{"auth/401-no-sig"},
+		},
+		{
 			name:   "key not trusted",
 			trust:  false,
 			failed: []string{"http/415-media-type", "auth/replay", "echo/sse", "echo/websocket", "stream/window", "stream/cancel"},
@@ -165,6 +185,16 @@ func TestUAMP_ConformanceFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// unauthorizedAsBadRequest answers 400 where the server answers 401.
+type unauthorizedAsBadRequest struct{ http.ResponseWriter }
+
+func (w unauthorizedAsBadRequest) WriteHeader(code int) {
+	if code == http.StatusUnauthorized {
+		code = http.StatusBadRequest
+	}
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func TestUAMP_ConformanceOptions(t *testing.T) {
