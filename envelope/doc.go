@@ -1,5 +1,5 @@
 // Package envelope implements the core of the Universal Agent Messaging
-// Protocol, UAMP 1.0 (specs/uamp-1.0.md): the Envelope, Delta and
+// Protocol, UAMP 1.0 (uamp.dev): the Envelope, Delta and
 // Manifest wire types, their strict decoding and validation against the
 // spec's JSON schemas (Appendix A, embedded), the canonical form and
 // signatures of envelopes, the error codes of §9, replay and clock-skew

@@ -1,4 +1,4 @@
-// Package govern implements UAICP 0.3 (specs/uaicp-0.3.md), the
+// Package govern implements UAICP 0.3 (github.com/UAICP/uaicp), the
 // reliability contract for agentic execution: a run either delivers with
 // the evidence and verification its task class requires, or fails safe with
 // explicit uncertainty.

@@ -1,5 +1,5 @@
 // Package messaging provides the transport bindings of the Universal
-// Agent Messaging Protocol, UAMP 1.0 (specs/uamp-1.0.md §5, §6.1, §7):
+// Agent Messaging Protocol, UAMP 1.0 (uamp.dev §5, §6.1, §7):
 // windowed delta streams with resume, an http.Handler serving HTTP/2 +
 // Server-Sent Events (POST /v1/messages, GET /v1/stream/{id}) and
 // WebSocket (/uamp/1/ws), a client for both, TLS 1.3 configuration,

@@ -1,4 +1,4 @@
-// Package uicontrol implements UIAP Core 0.1 (specs/uiap-core-0.1.md),
+// Package uicontrol implements UIAP Core 0.1 (uiap.dev),
 // the UI Control Protocol between a running application and an AI agent
 // that controls it: the common message envelope, session establishment
 // and lifecycle, version, profile and extension negotiation, errors, and

@@ -49,7 +49,7 @@ type Task struct {
 	// Idempotent marks a task that may be retried when its transport
 	// fails (webhook tasks).
 	Idempotent bool `json:"-"`
-	// Risk is the task's declared UAICP risk tier (specs/uaicp-0.3.md
+	// Risk is the task's declared UAICP risk tier (github.com/UAICP/uaicp
 	// §5.3). The zero value leaves it undeclared, which a governed agent
 	// treats as write_high_risk. Clients see it as "risk_tier".
 	Risk govern.Tier `json:"-"`

@@ -1,5 +1,5 @@
 // Package checkpoint implements the file-based CheckpointStore of UAP-1.1
-// §12 (Serialization, specs/uap-1.1.md): File is fileCheckpoints() of
+// §12 (Serialization, github.com/ProviderProtocol/agents): File is fileCheckpoints() of
 // §12.4, writing each session's AgentStateJSON (§12.1) and its
 // CheckpointMetadata (§12.2) under <dir>/<sessionId>/, crash-safely.
 //

@@ -1,5 +1,5 @@
 // Package replaytest is the conformance suite of envelope.ReplayStore
-// (UAMP 1.0, specs/uamp-1.0.md §6: replay protection): every
+// (UAMP 1.0, uamp.dev §6: replay protection): every
 // implementation — in memory, file, database — runs Run.
 package replaytest
 

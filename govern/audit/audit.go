@@ -1,5 +1,5 @@
 // Package audit exports the audit journal of UAICP 0.3
-// (specs/uaicp-0.3.md §5.4) — a govern.Journal — to audit sinks: a JSONL
+// (github.com/UAICP/uaicp §5.4) — a govern.Journal — to audit sinks: a JSONL
 // file (JSONLFile), a log/slog logger (Slog), or any Sink. The export is
 // asynchronous and lossless: an Exporter reads the journal from a
 // persisted Cursor, hands batches to the sink in order, and moves the

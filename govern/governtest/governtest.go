@@ -1,5 +1,5 @@
 // Package governtest checks, in tests, that what a governor emitted is
-// what UAICP 0.3 (specs/uaicp-0.3.md) allows: a journal whose hash chain
+// what UAICP 0.3 (github.com/UAICP/uaicp) allows: a journal whose hash chain
 // holds and whose records carry schema-valid evidence, reports and
 // envelopes, and wire objects that validate against their schemas.
 //

@@ -1,4 +1,4 @@
-// Package journal is the file journal of UAICP 0.3 (specs/uaicp-0.3.md
+// Package journal is the file journal of UAICP 0.3 (github.com/UAICP/uaicp
 // §5.4): a govern.Journal kept in one file, one JSON record per line,
 // hash-chained, fsynced with group commit.
 //

@@ -1,5 +1,5 @@
 // Package schema validates UAICP 0.3 contract objects against the
-// specification's normative JSON schemas (specs/uaicp-0.3.md §6):
+// specification's normative JSON schemas (github.com/UAICP/uaicp §6):
 // message-envelope.schema.json, evidence-object.schema.json and
 // verification-report.schema.json, embedded verbatim (SOURCES.txt names
 // their origin; the upstream baseline fixtures are in testdata/fixtures).

@@ -30,7 +30,7 @@ func conformanceCmd(e *env) *cobra.Command {
 		Short: "Check a UAIP-0.1 server (ours or anyone's) against the spec; calls its tasks (--read-only: only read-only ones)",
 		Long: `Run the UAIP-0.1 conformance suite against the server at --url.
 
-The checks are derived from the spec (specs/uaip-0.1.md) and from the
+The checks are derived from the spec (github.com/concierge-hq/uaip) and from the
 workflow schema the server publishes at GET /api/workflows/{name}: the
 shapes of /initialize and of the schema, every row of the error table,
 each /execute action (method calls with arguments generated from the

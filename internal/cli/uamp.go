@@ -21,7 +21,7 @@ func uampCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "uamp",
 		Short: "UAMP 1.0 envelopes: make keys, sign, verify, send",
-		Long: `Work with UAMP 1.0 message envelopes (specs/uamp-1.0.md).
+		Long: `Work with UAMP 1.0 message envelopes (uamp.dev).
 
 An envelope is signed with a detached compact JWS (EdDSA or ES256) over the
 RFC 8785 canonical form of the envelope without "sig"; keys are JWKs.`,

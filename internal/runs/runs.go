@@ -1,6 +1,6 @@
 // Package runs serves governed agent runs over HTTP for agentry serve:
 // POST /v1/runs starts a run of a named agent, GET /v1/runs/{id} reports
-// it. Runs are governed (UAICP 0.3, specs/uaicp-0.3.md, package govern):
+// it. Runs are governed (UAICP 0.3, github.com/UAICP/uaicp, package govern):
 // a run that needs an approval pauses durably, and the Service resumes it
 // when its approvals are decided — through POST /v1/approvals/{id} on any
 // replica, or after a restart (ResumeDecided).

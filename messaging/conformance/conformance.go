@@ -1,5 +1,5 @@
 // Package conformance is a black-box conformance suite for servers of the
-// Universal Agent Messaging Protocol, UAMP 1.0 (specs/uamp-1.0.md), ours
+// Universal Agent Messaging Protocol, UAMP 1.0 (uamp.dev), ours
 // or anyone else's: Run talks to a server over the network only —
 // HTTP/2 + SSE, WebSocket, raw TLS — and returns a Report with one
 // Result per check, each named after the spec section it tests.

@@ -1,4 +1,4 @@
-// Package discovery is UAMP 1.0 signed discovery (specs/uamp-1.0.md §8):
+// Package discovery is UAMP 1.0 signed discovery (uamp.dev §8):
 // the agent manifest at /.well-known/agent-manifest.json, served as a
 // compact JWS (application/manifest+jws) signed by the server's identity
 // key; the hub at /.well-known/agent-hub.json, listing child manifests and

@@ -1,5 +1,5 @@
 // Package grpcmsg provides the gRPC binding of the Universal Agent
-// Messaging Protocol, UAMP 1.0 (specs/uamp-1.0.md §7): the service
+// Messaging Protocol, UAMP 1.0 (uamp.dev §7): the service
 // uamp.v1.Agent (uampv1/uamp.proto) serving a *messaging.Server, and a
 // client. It is its own package so that importers of messaging do not
 // pull in gRPC.

@@ -1,5 +1,5 @@
 // Package http3msg provides the HTTP/3 binding of the Universal Agent
-// Messaging Protocol, UAMP 1.0 (specs/uamp-1.0.md §7: the paths of the
+// Messaging Protocol, UAMP 1.0 (uamp.dev §7: the paths of the
 // HTTP/2 binding over QUIC, ALPN h3): an HTTP/3 server for a
 // *messaging.Server and the client transport for a messaging.Client, on
 // github.com/quic-go/quic-go. It is its own package so that importers of

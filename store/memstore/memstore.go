@@ -1,9 +1,9 @@
 // Package memstore provides in-memory implementations of agentry's
 // persistence interfaces, for tests and ephemeral use: nothing survives
 // the process: the agent.CheckpointStore of UAP-1.1 §12.2
-// (specs/uap-1.1.md), the workflow.SessionStore of UAIP-0.1
-// (specs/uaip-0.1.md) and the govern.Journal of UAICP-0.3 §5.4
-// (specs/uaicp-0.3.md); store/sqlstore is the durable counterpart.
+// (github.com/ProviderProtocol/agents), the workflow.SessionStore of UAIP-0.1
+// (github.com/concierge-hq/uaip) and the govern.Journal of UAICP-0.3 §5.4
+// (github.com/UAICP/uaicp); store/sqlstore is the durable counterpart.
 //
 //	store := memstore.New()
 //	a, err := agent.New(agent.Options{LLMOptions: opts, Checkpoints: store.Checkpoints()})

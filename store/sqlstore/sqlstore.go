@@ -2,11 +2,11 @@
 // database, SQLite (modernc.org/sqlite, pure Go) by default or PostgreSQL
 // (github.com/jackc/pgx/v5) for scale-out, holding every persistence
 // interface: the agent.CheckpointStore of UAP-1.1 §12.2
-// (specs/uap-1.1.md), Store.Checkpoints; the workflow.SessionStore of
-// UAIP-0.1 (specs/uaip-0.1.md), Store.Sessions; and the hash-chained
-// govern.Journal of UAICP-0.3 §5.4 (specs/uaicp-0.3.md), Store.Journal,
+// (github.com/ProviderProtocol/agents), Store.Checkpoints; the workflow.SessionStore of
+// UAIP-0.1 (github.com/concierge-hq/uaip), Store.Sessions; and the hash-chained
+// govern.Journal of UAICP-0.3 §5.4 (github.com/UAICP/uaicp), Store.Journal,
 // with the cursors of its audit export, Store.AuditCursor; and the UAMP
-// replay window of UAMP-1.0 §6 (specs/uamp-1.0.md), Store.ReplayStore.
+// replay window of UAMP-1.0 §6 (uamp.dev), Store.ReplayStore.
 //
 //	st, err := sqlstore.Open(ctx, "sqlite:///var/lib/agentry/agentry.db")
 //	defer st.Close()

@@ -1,5 +1,5 @@
 // Package conformance is a black-box conformance suite for apps of the
-// UI Control Protocol, UIAP Core 0.1 (specs/uiap-core-0.1.md), ours or
+// UI Control Protocol, UIAP Core 0.1 (uiap.dev), ours or
 // anyone else's: Run connects to an app endpoint over the ws@0.1 binding
 // as an agent would, sends hand-written envelopes — well-formed and not —
 // and returns a Report with one Result per check, each named after the

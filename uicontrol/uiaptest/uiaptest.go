@@ -1,5 +1,5 @@
 // Package uiaptest is the conformance suite of UIAP Core 0.1
-// (specs/uiap-core-0.1.md) for package uicontrol: every binding — the
+// (uiap.dev) for package uicontrol: every binding — the
 // in-process Pair, WebSocket, HTTP — passes Run, as every slog handler
 // passes testing/slogtest.
 //

@@ -1,5 +1,5 @@
 // Package conformance is a black-box conformance suite for servers of
-// UAIP-0.1 (specs/uaip-0.1.md), ours or anyone else's: Run talks to a
+// UAIP-0.1 (github.com/concierge-hq/uaip), ours or anyone else's: Run talks to a
 // server over HTTP only, derives its checks from the spec's text and from
 // the workflow schema the server publishes (GET /api/workflows/{name}),
 // and returns a Report with one Result per check, each named after the

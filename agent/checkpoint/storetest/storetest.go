@@ -1,5 +1,5 @@
 // Package storetest is the conformance suite of the agent.CheckpointStore
-// interface (UAP-1.1 §12.2, specs/uap-1.1.md): every implementation —
+// interface (UAP-1.1 §12.2, github.com/ProviderProtocol/agents): every implementation —
 // the file store of agent/checkpoint, store/memstore, store/sqlstore —
 // passes Run, as every slog handler passes testing/slogtest.
 //

@@ -1,4 +1,4 @@
-// UAMP 1.0 gRPC binding (specs/uamp-1.0.md §7): service uamp.v1.Agent.
+// UAMP 1.0 gRPC binding (uamp.dev §7): service uamp.v1.Agent.
 //
 // Every frame carries the exact JSON bytes of UAMP envelopes or deltas
 // — for envelopes, the bytes the sender signed over (the signature is a
