@@ -108,10 +108,11 @@ func decodeRun(t *testing.T, resp *http.Response) runs.Run {
 }
 
 // waitFor polls a run until it has status (the resume runs in the
-// background).
+// background). The minute is a safety net far beyond the work, not a
+// measure: on a loaded machine a resume can take seconds.
 func (f *fixture) waitFor(t *testing.T, id string, status runs.Status) runs.Run {
 	t.Helper()
-	for range 500 {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		if r := f.get(t, id); r.Status == status {
 			return r
 		}
