@@ -409,10 +409,14 @@ type ApprovalInput struct {
 
 // Decide records a decision on a pending approval request. An approval
 // needs a token that verifies (Keyring.Verify), is bound to exactly this
-// request (Binding), was not used before, and whose approver is neither
-// the requesting agent nor its user; otherwise Decide fails with
-// ApprovalInvalid and nothing is recorded. The decision is durable when
-// Decide returns; Options.OnDecision is then called.
+// request (Binding), whose jti was never used — by another decision or by
+// a call that presented it — and whose approver is neither the requesting
+// agent nor its user; otherwise Decide fails with ApprovalInvalid and
+// nothing is recorded. Single use is the journal's: the decision is
+// journaled with an approval_token_used record whose unique key is the
+// jti, so of two decisions using one jti — concurrently, in two
+// processes, or after a restart — exactly one is recorded. The decision
+// is durable when Decide returns; Options.OnDecision is then called.
 func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInput) (ApprovalRequest, error) {
 	req, err := g.Approval(ctx, approvalID)
 	if err != nil {
@@ -422,7 +426,6 @@ func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInp
 		return req, ErrAlreadyDecided
 	}
 	d := ApprovalDecision{ApprovalID: approvalID, Approved: in.Approve, Reason: in.Reason, DecidedAt: Time{ids.Now()}}
-	unique := ""
 	if in.Approve {
 		claims, err := g.checkToken(in.Token, req.Binding(), req.Requester)
 		if err != nil {
@@ -435,16 +438,27 @@ func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInp
 		}
 		d.Approver = in.Approver
 	}
-	unique = decisionKey(approvalID)
-	rec, err := g.decisionRecord(req, d, unique)
+	recs, err := g.decisionRecords(req, d)
 	if err != nil {
 		return req, err
 	}
-	if err := g.j.Append(ctx, true, rec); err != nil {
-		if errors.Is(err, ErrDuplicate) {
-			return req, ErrAlreadyDecided
+	if err := g.j.Append(ctx, true, recs...); err != nil {
+		if !errors.Is(err, ErrDuplicate) {
+			return req, err
 		}
-		return req, err
+		// Either key may be taken: the request's (decided meanwhile) or
+		// the token's (its jti was used). The index tells which.
+		if err := g.refresh(ctx); err != nil {
+			return req, err
+		}
+		cur, ok := g.idx.approval(approvalID)
+		switch {
+		case !ok:
+			return req, ErrUnknownApproval // its run closed meanwhile
+		case cur.Status != StatusPending:
+			return cur, ErrAlreadyDecided
+		}
+		return req, refuse(replayDetail, ApprovalInvalid)
 	}
 	req.Decision = &d
 	req.Status = StatusDenied
@@ -464,12 +478,18 @@ func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInp
 	return req, nil
 }
 
-// decisionRecord returns the approval_decided record of d on req; unique
-// makes a second decision on the request fail with ErrDuplicate.
-func (g *Governor) decisionRecord(req ApprovalRequest, d ApprovalDecision, unique string) (*Record, error) {
+// replayDetail is the detail of a refusal of a token whose jti was used.
+const replayDetail = "approval token already used (replay)"
+
+// decisionRecords returns the records of decision d on req, to journal in
+// one Append: the approval_decided record, whose unique key makes a
+// second decision on the request fail with ErrDuplicate, and for an
+// approval the approval_token_used record, whose unique key (the jti)
+// makes a second use of the token fail the same way.
+func (g *Governor) decisionRecords(req ApprovalRequest, d ApprovalDecision) ([]*Record, error) {
 	rec := &Record{Kind: KindApprovalDecided, RequestID: req.RequestID, TraceID: req.TraceID, ParentTraceID: req.ParentTraceID,
 		Node: g.opts.Node, Actor: Actor{ID: d.Approver, Kind: ActorHuman}, Tool: req.Tool, CallID: req.CallID,
-		Outcome: Success, Unique: unique, Timestamp: Time{ids.Now()}}
+		Outcome: Success, Unique: decisionKey(req.ID), Timestamp: Time{ids.Now()}}
 	if !d.Approved {
 		rec.Outcome, rec.Reasons = Failure, []Reason{ApprovalDenied}
 	}
@@ -477,12 +497,28 @@ func (g *Governor) decisionRecord(req ApprovalRequest, d ApprovalDecision, uniqu
 	if rec.Data, err = json.Marshal(d); err != nil {
 		return nil, err
 	}
-	return rec, nil
+	if !d.Approved {
+		return []*Record{rec}, nil
+	}
+	used := *rec
+	used.Kind, used.Reasons, used.Unique = KindTokenUsed, nil, tokenKey(d.TokenID)
+	if used.Data, err = json.Marshal(TokenUse{ApprovalID: req.ID, TokenID: d.TokenID}); err != nil {
+		return nil, err
+	}
+	return []*Record{rec, &used}, nil
 }
 
 // decisionKey is the journal Unique key of the decision on an approval
 // request: one decision per request.
 func decisionKey(approvalID string) string { return "approval:" + approvalID }
+
+// tokenKey is the journal Unique key of an approval token's use: a jti is
+// used once, by a decision or by a call presenting the token.
+func tokenKey(jti string) string { return "jti:" + jti }
+
+// useKey is the journal Unique key of the intent of the call an approval
+// request approved: the approval is acted on once.
+func useKey(approvalID string) string { return "use:" + approvalID }
 
 // checkToken verifies token and its binding to want; the approver must
 // not be the requester.

@@ -260,7 +260,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		// with the intent: one fsync for both (see grant).
 		if err := r.appendData(ctx, true, intentRec, intent, grant.decision...); err != nil {
 			if errors.Is(err, ErrDuplicate) {
-				detail := "approval token already used (replay)"
+				detail := replayDetail
 				if grant.decided != nil {
 					detail = "approval token already used, or request " + grant.decided.ID + " decided meanwhile"
 				}
@@ -420,9 +420,12 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 	if intent.Policy != nil && intent.Policy.Effect == Review {
 		reasons = append(reasons, NeedsReview)
 	}
+	// The intent of an approved call carries the approval's use key: an
+	// approval is acted on once, also by two processes resuming one run.
+	// The token's own single use (its jti) is journaled with the decision.
 	use := func(claims *ApprovalClaims, approvalID string) (string, error) {
 		intent.ApprovalID, intent.Approver, intent.TokenID = approvalID, claims.Issuer, claims.ID
-		return "jti:" + claims.ID, nil
+		return useKey(approvalID), nil
 	}
 	if call.Approval != "" {
 		claims, err := r.g.keyring.Verify(call.Approval, time.Now())
@@ -453,16 +456,17 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 			// the decision as Decide does — with the intent, in one
 			// Append (grant) — so that the request stops counting as
 			// pending (Verify, Deliver, Governor.Approvals) and cannot be
-			// decided a second time (its Unique key).
+			// decided a second time, nor the token used again (their
+			// Unique keys).
 			d := ApprovalDecision{ApprovalID: req.ID, Approved: true, Approver: claims.Issuer, Token: call.Approval,
 				TokenID: claims.ID, DecidedAt: Time{ids.Now()}}
-			rec, err := r.g.decisionRecord(cloneApproval(req), d, decisionKey(req.ID))
+			recs, err := r.g.decisionRecords(cloneApproval(req), d)
 			if err != nil {
 				return "", &Error{Reasons: []Reason{InternalError}, Detail: "journal record: " + err.Error(), Err: err}
 			}
 			decided := cloneApproval(req)
 			decided.Status, decided.Decision = StatusApproved, &d
-			gr.decision, gr.decided = []*Record{rec}, &decided
+			gr.decision, gr.decided = recs, &decided
 		}
 		return use(claims, req.ID)
 	}

@@ -96,6 +96,12 @@ type ApprovalDecision struct {
 	DecidedAt Time   `json:"decided_at"`
 }
 
+// TokenUse is the Data of an approval_token_used record.
+type TokenUse struct {
+	ApprovalID string `json:"approval_id"`
+	TokenID    string `json:"jti"`
+}
+
 // PauseData is the Data of a run_paused record.
 type PauseData struct {
 	Approvals []string `json:"approvals"`
