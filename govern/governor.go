@@ -328,14 +328,26 @@ type RecoveryReport struct {
 	RolledBack, RollbackFailures int
 	// Paused lists runs left waiting for approvals.
 	Paused []string
+	// Resumable lists runs whose resume after their approvals a crash
+	// interrupted before any call was in doubt: paused again at the pause
+	// they had resumed from, their approvals decided, for the resumer to
+	// continue (runs.Service.ResumeDecided; ResumeAgent).
+	Resumable []string
 }
 
-// Recover closes every run of this node that a crash left open: its
-// recorded writes without a completed rollback — in-doubt intents and
-// committed writes alike — are rolled back in reverse order, and the run
-// ends in fail_safe with RecoveredInDoubt. Paused runs stay paused. Call
-// it once at startup, before starting runs: it treats every open run not
-// live in this process as abandoned. It is idempotent.
+// Recover closes every run of this node that a crash left open, except
+// those it can continue: a paused run stays paused, and a run whose
+// resume from a pause was interrupted before anything was in doubt — it
+// recorded no more than the redo of the calls its pause waited for and
+// the verification of a final answer, every redone call committed, failed
+// or refused — is paused again at that pause (RecoveryReport.Resumable),
+// so that its resumer continues it without running anything twice. Every
+// other open run is abandoned: its recorded writes without a completed
+// rollback — in-doubt intents and committed writes alike — are rolled
+// back in reverse order, and the run ends in fail_safe with
+// RecoveredInDoubt. Call it once at startup, before starting runs: it
+// treats every open run not live in this process as abandoned. It is
+// idempotent.
 func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
 	if err := g.refresh(ctx); err != nil {
 		return nil, err
@@ -364,7 +376,19 @@ func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
 			continue
 		}
 		r.actor = Actor{ID: "uaicp:recovery", Kind: ActorSystem}
-		res, err := r.fail(ctx, "recovered after a crash", RecoveredInDoubt)
+		ok, why := r.resumable(recs)
+		if ok {
+			if err := r.repause(ctx); err != nil {
+				return rep, err
+			}
+			rep.Resumable = append(rep.Resumable, id)
+			continue
+		}
+		detail := "recovered after a crash"
+		if len(r.pausedFor) > 0 {
+			detail += "; its resume cannot be continued: " + why
+		}
+		res, err := r.fail(ctx, detail, RecoveredInDoubt)
 		rep.RolledBack += res.rolledBack
 		rep.RollbackFailures += res.rollbackFailures
 		if err != nil && !errors.Is(err, ErrRunClosed) {

@@ -194,16 +194,19 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		r.mu.Unlock()
 		return nil, err
 	}
+	// A replay acts on nothing: it needs no phase of its own (a run
+	// resumed after a crash may already be in verify).
+	if cs, ok := r.calls[call.ID]; ok && cs.status == KindCommit && cs.argsHash == argsHash && cs.tool == spec.Name {
+		inv := r.replayLocked(call.ID, cs)
+		r.mu.Unlock()
+		return inv, nil
+	}
 	if err := r.advanceLocked(ctx, Execute); err != nil {
 		r.mu.Unlock()
 		return nil, err
 	}
 	if cs, ok := r.calls[call.ID]; ok {
 		switch {
-		case cs.status == KindCommit && cs.argsHash == argsHash && cs.tool == spec.Name:
-			inv := r.replayLocked(call.ID, cs)
-			r.mu.Unlock()
-			return inv, nil
 		case cs.status == KindCommit:
 			r.mu.Unlock()
 			return nil, r.block(ctx, spec, call, intent, "call ID already committed with another tool or arguments", PolicyBlocked)
@@ -326,6 +329,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		}
 		r.mu.Lock()
 		r.calls[call.ID].status = KindFailed
+		r.noteOutcomeLocked(call.ID, &Error{Reasons: []Reason{reason}, Tool: spec.Name, CallID: call.ID, Detail: truncateDetail(runErr.Error())})
 		r.mu.Unlock()
 		return nil, &Error{Reasons: []Reason{reason}, Tool: spec.Name, CallID: call.ID, Detail: truncateDetail(runErr.Error()), Err: runErr}
 	}
@@ -556,6 +560,7 @@ func (r *Run) block(ctx context.Context, spec ToolSpec, call Call, intent CallIn
 	intent.Policy = &Decision{Effect: decision, Rule: policyRule(intent.Policy)}
 	r.mu.Lock()
 	env := r.callEnvelopeLocked(spec.Name, call.ID, intent, outcome, reasons)
+	r.noteOutcomeLocked(call.ID, &Error{Reasons: reasons, Tool: spec.Name, CallID: call.ID, ApprovalID: intent.ApprovalID, Detail: detail})
 	r.mu.Unlock()
 	return &Error{Reasons: reasons, Tool: spec.Name, CallID: call.ID, ApprovalID: intent.ApprovalID, Detail: detail, Envelope: &env}
 }

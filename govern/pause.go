@@ -86,7 +86,7 @@ func (r *Run) Pause(ctx context.Context, snapshot json.RawMessage) error {
 		r.mu.Unlock()
 		return err
 	}
-	r.paused, r.detached, r.snapshot = true, true, snapshot
+	r.paused, r.detached, r.snapshot, r.pausedFor, r.outcomes = true, true, snapshot, pending, nil
 	r.mu.Unlock()
 	r.g.forget(r)
 	return nil

@@ -108,6 +108,12 @@ type PauseData struct {
 	// Snapshot is what the resumer needs to continue (for an agent, its
 	// State in JSON form).
 	Snapshot json.RawMessage `json:"snapshot,omitempty"`
+	// Recovered marks the pause Recover journals for a run whose resume a
+	// crash interrupted: the run waits again at the pause it had resumed
+	// from (the same approvals and snapshot), its calls since that pause
+	// recorded, so that the resumer continues it without running anything
+	// twice.
+	Recovered bool `json:"recovered,omitempty"`
 }
 
 // RollbackData is the Data of the rollback_* records.

@@ -47,7 +47,9 @@ type Run struct {
 	reasons   []Reason
 	paused    bool
 	snapshot  json.RawMessage
-	wrote     bool // a call above read_only ran: no more unverified chunks
+	pausedFor []string          // the approvals the last pause waited for
+	outcomes  map[string]*Error // refused or failed calls since the last pause, by call ID
+	wrote     bool              // a call above read_only ran: no more unverified chunks
 	chunks    int
 }
 
@@ -352,13 +354,17 @@ func (r *Run) Verify(ctx context.Context, output any) (*Verdict, error) {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("govern: %d tool calls still running: verify after they finish: %w", r.inflight, ErrIllegalTransition)
 	}
-	if err := r.advanceLocked(ctx, Execute); err != nil {
-		r.mu.Unlock()
-		return nil, err
-	}
-	if err := r.transitionLocked(ctx, Verify, false, nil, nil); err != nil {
-		r.mu.Unlock()
-		return nil, err
+	// A run rebuilt in verify without a verdict — its resume was
+	// interrupted while it verified — is verified again in place.
+	if r.phase != Verify || r.verdict != nil {
+		if err := r.advanceLocked(ctx, Execute); err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		if err := r.transitionLocked(ctx, Verify, false, nil, nil); err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
 	}
 	r.closing = true // nothing else may happen while verifiers run
 	valid, known := r.validEvidenceLocked()

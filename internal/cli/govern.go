@@ -64,6 +64,9 @@ func startGovernance(ctx context.Context, e *env, f *serveFlags, st *stores, log
 	if len(rep.Closed) > 0 || rep.RollbackFailures > 0 {
 		logger.Warn("governed runs left open by a crash were closed", "runs", len(rep.Closed), "rolled_back", rep.RolledBack, "rollback_failures", rep.RollbackFailures)
 	}
+	if len(rep.Resumable) > 0 {
+		logger.Info("governed runs whose resume a crash interrupted continue", "runs", len(rep.Resumable))
+	}
 	model := builtin.SupportModel().Ref()
 	if f.agentModel != "" {
 		if model, err = models.Resolve(f.agentModel, ""); err != nil {

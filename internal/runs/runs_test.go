@@ -26,9 +26,14 @@ type fixture struct {
 	keys    *govern.Keyring
 	priv    ed25519.PrivateKey
 	ledger  *builtin.Ledger
-	g       *govern.Governor
-	svc     *runs.Service
-	srv     *httptest.Server
+	model   llm.ModelReference // the support agent's model
+	// onDecided, when set, is called after the service handled a
+	// decision (its resume, if any, is then under way: svc.Wait waits
+	// for it).
+	onDecided func()
+	g         *govern.Governor
+	svc       *runs.Service
+	srv       *httptest.Server
 }
 
 // start builds a governor, the support agent and the service over the
@@ -38,16 +43,21 @@ func (f *fixture) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var svc *runs.Service
 	g, err := govern.New(ctx, govern.Options{Journal: f.journal, Keyring: f.keys,
-		Classes:    []govern.TaskClass{builtin.SupportClass()},
-		Rollbacks:  map[string]govern.RollbackFunc{builtin.RefundReversal: f.ledger.RollbackHandler()},
-		OnDecision: func(req govern.ApprovalRequest) { svc.OnDecision(req) }})
+		Classes:   []govern.TaskClass{builtin.SupportClass()},
+		Rollbacks: map[string]govern.RollbackFunc{builtin.RefundReversal: f.ledger.RollbackHandler()},
+		OnDecision: func(req govern.ApprovalRequest) {
+			svc.OnDecision(req)
+			if f.onDecided != nil {
+				f.onDecided()
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: builtin.SupportModel().Ref(), Tools: builtin.SupportTools(f.ledger)},
+	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: f.model, Tools: builtin.SupportTools(f.ledger)},
 		Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{Name: builtin.SupportAgentName, TaskClass: builtin.SupportTaskClass,
 			Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:test", ControlClass: govern.HumanSupervised}})}})
 	if err != nil {
@@ -63,12 +73,24 @@ func (f *fixture) start(t *testing.T) {
 }
 
 func newFixture(t *testing.T) *fixture {
+	return newFixtureWith(t, nil, llm.ModelReference{})
+}
+
+// newFixtureWith makes a fixture over j (nil: a memory journal) whose
+// support agent uses model (zero: the built-in offline model).
+func newFixtureWith(t *testing.T, j govern.Journal, model llm.ModelReference) *fixture {
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	keys := govern.NewKeyring()
 	if _, err := keys.Add("alice", pub); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{journal: govern.NewMemoryJournal(), results: memstore.New().Checkpoints(), keys: keys, priv: priv, ledger: builtin.NewLedger()}
+	if j == nil {
+		j = govern.NewMemoryJournal()
+	}
+	if model == (llm.ModelReference{}) {
+		model = builtin.SupportModel().Ref()
+	}
+	f := &fixture{journal: j, results: memstore.New().Checkpoints(), keys: keys, priv: priv, ledger: builtin.NewLedger(), model: model}
 	auditJournal(t, f.journal) // registered first: runs after every service stopped
 	f.start(t)
 	return f
