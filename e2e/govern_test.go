@@ -324,3 +324,51 @@ func TestUAICP_5_3_ApprovedRefundSurvivesKill(t *testing.T) {
 		t.Errorf("agentry audit verify: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// TestDESIGN_5_KeysCreatedWhileServing is the README's walkthrough in the
+// order it is written: `agentry serve` first, with no keyring yet; a
+// refund pauses; `agentry keys create alice` afterwards; `agentry approve
+// --as alice` is accepted without a restart and the run delivers. A key
+// the server does not hold is refused with the fix named.
+func TestDESIGN_5_KeysCreatedWhileServing(t *testing.T) {
+	data := t.TempDir()
+	keys := filepath.Join(data, "keys")
+	srv := startServer(t, "--data", data)
+	code, body := postJSON(t, srv.URL+"/v1/runs", `{"agent":"support","input":"please refund order o-1001","wait":true}`)
+	if code != http.StatusOK {
+		t.Fatalf("POST /v1/runs: %d %s", code, body)
+	}
+	run := decodeRun(t, body)
+	if run.Status != "paused" || len(run.PendingApprovals) != 1 {
+		t.Fatalf("run before approval: %s", body)
+	}
+	other := filepath.Join(t.TempDir(), "keys")
+	if code, _, errs := runCLI(t, "keys", "create", "mallory", "--dir", other); code != 0 {
+		t.Fatalf("keys create: exit %d: %s", code, errs)
+	}
+	code, out, errs := runCLI(t, "approve", run.PendingApprovals[0], "--key", filepath.Join(other, "mallory.key.json"), "--server", srv.URL)
+	if code == 0 || !strings.Contains(out+errs, "not a trusted approver key; add it with `agentry keys create NAME --dir "+keys+"`") {
+		t.Fatalf("approve with a key the server does not hold: exit %d\n%s%s", code, out, errs)
+	}
+
+	if code, _, errs := runCLI(t, "keys", "create", "alice", "--dir", keys); code != 0 {
+		t.Fatalf("keys create: exit %d: %s", code, errs)
+	}
+	if code, out, errs := runCLI(t, "approve", run.PendingApprovals[0], "--as", "alice", "--dir", keys, "--server", srv.URL); code != 0 {
+		t.Fatalf("agentry approve after keys create, without a restart: exit %d\n%s%s", code, out, errs)
+	}
+	var got runView
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		got = getRun(t, srv.URL, run.RequestID)
+		if got.Status != "paused" && got.Status != "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run did not finish after the approval: %+v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got.Status != "delivered" || !strings.Contains(got.Output, "o-1001") {
+		t.Fatalf("run after approval: %+v", got)
+	}
+}
