@@ -341,11 +341,24 @@ func (m *agentMiddleware) OnError(ctx context.Context, mc *agent.MiddlewareConte
 	if r.Phase().Terminal() {
 		return nil, nil
 	}
-	def := InternalError
-	if errors.As(err, new(*llm.Error)) {
-		def = ToolFailed
+	var le *llm.Error
+	if errors.As(err, &le) {
+		return nil, r.failWithCause(ctx, err, ModelFailed, modelCause(le))
 	}
-	return nil, r.failWith(ctx, err, def)
+	return nil, r.failWith(ctx, err, InternalError)
+}
+
+// modelCause is what a run reports of a model failure: the provider's
+// code and message, never the underlying Go error.
+func modelCause(e *llm.Error) *Cause {
+	c := &Cause{Code: string(e.Code), Message: e.Message, Provider: e.Provider, Status: e.StatusCode}
+	if c.Code == "" {
+		c.Code = string(llm.ProviderError)
+	}
+	if c.Message == "" {
+		c.Message = "the model's provider failed"
+	}
+	return c
 }
 
 func withEnvelope(res *agent.Result, env *Envelope) (*agent.Result, error) {

@@ -388,7 +388,7 @@ func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
 		if len(r.pausedFor) > 0 {
 			detail += "; its resume cannot be continued: " + why
 		}
-		res, err := r.fail(ctx, detail, RecoveredInDoubt)
+		res, err := r.fail(ctx, detail, nil, RecoveredInDoubt)
 		rep.RolledBack += res.rolledBack
 		rep.RollbackFailures += res.rollbackFailures
 		if err != nil && !errors.Is(err, ErrRunClosed) {

@@ -243,7 +243,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		r.idle.Broadcast()
 		r.mu.Unlock()
 		if violated {
-			if _, err := r.fail(ctx, fmt.Sprintf("tool %s wrote under read_only", spec.Name), TierViolation); err != nil && !errors.Is(err, ErrRunClosed) {
+			if _, err := r.fail(ctx, fmt.Sprintf("tool %s wrote under read_only", spec.Name), nil, TierViolation); err != nil && !errors.Is(err, ErrRunClosed) {
 				r.g.log.Error("govern: failing the run after a tier violation", "request_id", r.requestID, "error", err)
 			}
 		}
@@ -344,6 +344,8 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	defer r.mu.Unlock()
 	cs := r.calls[call.ID]
 	cs.status, cs.result, cs.evidence = KindCommit, resRaw, evidence
+	r.forgetRefusalLocked(call.ID)
+	delete(r.outcomes, call.ID)
 	r.evidence = append(r.evidence, evidence...)
 	inv := &Invocation{CallID: call.ID, Result: result, Tier: tier, Evidence: cloneEvidence(evidence)}
 	inv.Envelope = r.callEnvelopeLocked(spec.Name, call.ID, intent, Success, nil)

@@ -42,7 +42,7 @@ func (r *Run) apply(rec Record) error {
 			r.supersedeLocked()
 		}
 		if rec.To == FailSafe {
-			r.reasons = append([]Reason(nil), rec.Reasons...)
+			r.reasons, r.cause = append([]Reason(nil), rec.Reasons...), d.Cause
 		}
 	case KindIntent:
 		var in CallIntent
@@ -77,6 +77,7 @@ func (r *Run) apply(rec Record) error {
 			r.noteOutcomeLocked(rec.CallID, &Error{Reasons: rec.Reasons, Tool: rec.Tool, CallID: rec.CallID, Detail: out.Error})
 		} else {
 			delete(r.outcomes, rec.CallID)
+			r.forgetRefusalLocked(rec.CallID)
 		}
 		cs, ok := r.calls[rec.CallID]
 		if !ok { // a read-only call: no intent record

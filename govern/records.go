@@ -136,4 +136,33 @@ type TransitionData struct {
 	OutputHash string   `json:"output_hash,omitempty"`
 	ReportIDs  []string `json:"report_ids,omitempty"`
 	Detail     string   `json:"detail,omitempty"`
+	// Cause is what made a run fail safe, on its fail_safe transition,
+	// when it came from outside the governor (a model or provider).
+	Cause *Cause `json:"cause,omitempty"`
+}
+
+// RefusedCall is a call the governor refused and that has not run since:
+// denied by an approver or by the policy, an approval token refused, no
+// rollback action, and the like (Run.RefusedCalls). A call waiting for
+// an approval is not refused.
+type RefusedCall struct {
+	Tool       string   `json:"tool"`
+	CallID     string   `json:"call_id"`
+	ApprovalID string   `json:"approval_id,omitempty"`
+	Reasons    []Reason `json:"reasons"`
+	Detail     string   `json:"detail,omitempty"`
+	// Approver is who denied the call (APPROVAL_DENIED).
+	Approver string `json:"approver,omitempty"`
+}
+
+// Cause is what made a run fail safe when it came from outside the
+// governor — a model or its provider — in words fit for a peer: the
+// provider's error code and message (an llm.Error's Code and Message),
+// never internal error text.
+type Cause struct {
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Provider string `json:"provider,omitempty"`
+	// Status is the provider's HTTP status, when it answered with one.
+	Status int `json:"status,omitempty"`
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // Recovering an interrupted resume.
@@ -26,12 +27,55 @@ import (
 // back.
 
 // noteOutcomeLocked remembers a refused or failed call since the last
-// pause, for a resume to replay (RecordedOutcome).
+// pause, for a resume to replay (RecordedOutcome), and a refusal for
+// RefusedCalls.
 func (r *Run) noteOutcomeLocked(callID string, e *Error) {
 	if r.outcomes == nil {
 		r.outcomes = map[string]*Error{}
 	}
 	r.outcomes[callID] = e
+	if slices.Contains(e.Reasons, ApprovalRequired) || !refusal(e.Reasons) {
+		return
+	}
+	r.forgetRefusalLocked(callID)
+	r.refused = append(r.refused, &RefusedCall{Tool: e.Tool, CallID: callID, ApprovalID: e.ApprovalID, Reasons: slices.Clone(e.Reasons), Detail: e.Detail})
+}
+
+// refusal reports whether reasons are those of a refused call (an
+// invocation_blocked record), not of a tool that failed.
+func refusal(reasons []Reason) bool {
+	for _, x := range reasons {
+		switch x {
+		case ToolFailed, ToolTimeout, Cancelled, TierViolation, EvidenceInvalid, InternalError:
+			return false
+		}
+	}
+	return true
+}
+
+// forgetRefusalLocked drops the refusal of a call that ran after all.
+func (r *Run) forgetRefusalLocked(callID string) {
+	r.refused = slices.DeleteFunc(r.refused, func(c *RefusedCall) bool { return c.CallID == callID })
+}
+
+// RefusedCalls returns the calls of the run the governor refused and that
+// did not run since, oldest first: denied by an approver (with who denied)
+// or by the policy, refused approval tokens, missing rollback actions.
+// They come from the journal, so a run attached after a restart reports
+// them too.
+func (r *Run) RefusedCalls() []RefusedCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]RefusedCall, 0, len(r.refused))
+	for _, c := range r.refused {
+		rc := *c
+		rc.Reasons = slices.Clone(c.Reasons)
+		if a, ok := r.approvals[c.ApprovalID]; ok && a.Decision != nil && !a.Decision.Approved && slices.Contains(c.Reasons, ApprovalDenied) {
+			rc.Approver = a.Decision.Approver
+		}
+		out = append(out, rc)
+	}
+	return out
 }
 
 // RecordedOutcome returns the refusal or failure recorded for call callID

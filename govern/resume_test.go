@@ -244,3 +244,57 @@ func TestUAICP_7_RecoverInterruptedResume(t *testing.T) {
 		})
 	}
 }
+
+// TestUAICP_7_RefusedCalls: a run lists the calls the governor refused
+// and that did not run since — denied by policy, by an approver (with who
+// denied), an invalid approval token — but not a call waiting for its
+// approval, nor one refused and then run; the list comes from the journal,
+// so a new governor attaching the run reports the same.
+func TestUAICP_7_RefusedCalls(t *testing.T) {
+	opts := baseOpts(t, nil)
+	opts.Journal = govern.NewMemoryJournal()
+	opts.Policy = govern.PolicyFunc(func(_ context.Context, in govern.PolicyInput) (govern.Decision, error) {
+		if in.Tool == "drop" {
+			return govern.Decision{Effect: govern.Deny, Rule: "no-drops"}, nil
+		}
+		return govern.Decision{Effect: govern.Allow}, nil
+	})
+	g := newGov(t, opts)
+	r := start(t, g, govern.RunOptions{})
+	_, err := r.Invoke(bg, withRollback(lowRisk("drop")), govern.Call{ID: "c-drop"}, notCalled(t))
+	wantReasons(t, err, govern.PolicyBlocked)
+	_, err = r.Invoke(bg, highRisk("pay"), govern.Call{ID: "c-pay", Args: map[string]any{"n": 1}}, notCalled(t))
+	pay := approvalOf(t, g, err)
+	_, err = r.Invoke(bg, highRisk("wire"), govern.Call{ID: "c-wire", Args: map[string]any{"n": 2}}, notCalled(t))
+	wire := approvalOf(t, g, err)
+	_, err = r.Invoke(bg, highRisk("send"), govern.Call{ID: "c-send", Args: map[string]any{"n": 3}}, notCalled(t))
+	approvalOf(t, g, err) // send waits for its approval: not refused
+	// pay: a token by mallory is refused, then alice's runs it.
+	_, err = r.Invoke(bg, highRisk("pay"), govern.Call{ID: "c-pay", Args: map[string]any{"n": 1}, Approval: sign(t, mallory, claimsFor(mallory, pay))}, notCalled(t))
+	wantReasons(t, err, govern.ApprovalInvalid)
+	invoke(t, r, highRisk("pay"), govern.Call{ID: "c-pay", Args: map[string]any{"n": 1}, Approval: sign(t, alice, claimsFor(alice, pay))}, &tool{})
+	// wire: denied by bob.
+	if _, err := g.Decide(bg, wire.ID, govern.ApprovalInput{Approver: "bob", Reason: "not today"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Invoke(bg, highRisk("wire"), govern.Call{ID: "c-wire", Args: map[string]any{"n": 2}}, notCalled(t))
+	wantReasons(t, err, govern.ApprovalDenied)
+
+	want := []govern.RefusedCall{
+		{Tool: "drop", CallID: "c-drop", Reasons: []govern.Reason{govern.PolicyBlocked}, Detail: "denied by policy rule no-drops"},
+		{Tool: "wire", CallID: "c-wire", ApprovalID: wire.ID, Reasons: []govern.Reason{govern.ApprovalDenied}, Detail: "denied by bob: not today", Approver: "bob"},
+	}
+	if diff := cmp.Diff(want, r.RefusedCalls()); diff != "" {
+		t.Errorf("refused calls (-want +got):\n%s", diff)
+	}
+	r2, err := newGov(t, opts).Attach(bg, r.RequestID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, r2.RefusedCalls()); diff != "" {
+		t.Errorf("refused calls after a restart (-want +got):\n%s", diff)
+	}
+	if _, err := r.Fail(bg, "done"); err != nil {
+		t.Fatal(err)
+	}
+}

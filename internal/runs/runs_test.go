@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +19,9 @@ import (
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/runs"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/store/memstore"
+	"github.com/google/go-cmp/cmp"
 )
 
 type fixture struct {
@@ -209,5 +213,114 @@ func TestBadRequests(t *testing.T) {
 	}
 	if r := f.get(t, "f47ac10b-58cc-4372-a567-0e02b2c3d479"); r.Status != "" {
 		t.Errorf("unknown run: %+v", r)
+	}
+}
+
+// deny denies an approval request as bob.
+func (f *fixture) deny(t *testing.T, id, reason string) {
+	t.Helper()
+	if _, err := f.g.Decide(context.Background(), id, govern.ApprovalInput{Approver: "bob", Reason: reason}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawRun returns GET /v1/runs/{id} as generic JSON, to read field names
+// as sent.
+func (f *fixture) rawRun(t *testing.T, id string) map[string]any {
+	t.Helper()
+	resp, err := http.Get(f.srv.URL + "/v1/runs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRunWire(t, body)
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("GET /v1/runs/%s: %v: %s", id, err, body)
+	}
+	return m
+}
+
+// TestUAICP_7_RunReportsDeniedCalls: a run whose refund an approver denied
+// delivers (the agent answers without it) and says so: GET /v1/runs/{id}
+// lists the denied call with its approval, reasons, detail and approver —
+// from the journal, so after a restart too.
+func TestUAICP_7_RunReportsDeniedCalls(t *testing.T) {
+	f := newFixture(t)
+	code, r := f.post(t, `{"agent":"support","input":"please refund o-1001","wait":true}`)
+	if code != 200 || r.Status != runs.Paused || len(r.PendingApprovals) != 1 {
+		t.Fatalf("%d %+v", code, r)
+	}
+	approval := r.PendingApprovals[0]
+	f.deny(t, approval, "outside the refund window")
+	f.waitFor(t, r.RequestID, runs.Delivered)
+	want := map[string]any{
+		"status": "delivered",
+		"denied_calls": []any{map[string]any{
+			"tool": "refund_order", "call_id": "refund-o-1001", "approval_id": approval,
+			"reasons": []any{"APPROVAL_DENIED"}, "detail": "denied by bob: outside the refund window", "approver": "bob",
+		}},
+	}
+	for _, when := range []string{"delivered", "after a restart"} {
+		if when == "after a restart" {
+			f.srv.Close()
+			f.start(t)
+		}
+		got := f.rawRun(t, r.RequestID)
+		if diff := cmp.Diff(want, map[string]any{"status": got["status"], "denied_calls": got["denied_calls"]}); diff != "" {
+			t.Errorf("%s: run (-want +got):\n%s", when, diff)
+		}
+		if _, ok := got["error"]; ok {
+			t.Errorf("%s: a delivered run carries an error: %v", when, got["error"])
+		}
+	}
+	if log := f.ledger.Log(); len(log) != 0 {
+		t.Errorf("ledger %v: the denied refund ran", log)
+	}
+}
+
+// TestUAICP_7_RunReportsModelFailure: a run whose model fails ends in
+// fail_safe with its own reason, MODEL_FAILED (not TOOL_FAILED), and GET
+// /v1/runs/{id} carries the provider's error code and message — not the
+// Go error under it — also after a restart.
+func TestUAICP_7_RunReportsModelFailure(t *testing.T) {
+	cases := []struct {
+		name string
+		err  *llm.Error
+		want map[string]any
+	}{
+		{"rate limited", &llm.Error{Code: llm.RateLimited, Provider: "acme", Message: "rate limit exceeded, retry in 20s", StatusCode: 429,
+			Cause: errors.New("json: cannot unmarshal string into Go value of type float64")},
+			map[string]any{"code": "RATE_LIMITED", "message": "rate limit exceeded, retry in 20s", "provider": "acme", "status": float64(429)}},
+		{"unreachable, no message", &llm.Error{Code: llm.NetworkError, Provider: "acme", Cause: errors.New("dial tcp 10.0.0.1:443: connect: connection refused")},
+			map[string]any{"code": "NETWORK_ERROR", "message": "the model's provider failed", "provider": "acme"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			model := scripted.NewFunc(func(context.Context, *llm.Request) (scripted.Step, error) { return scripted.Step{}, tc.err })
+			f := newFixtureWith(t, nil, model.Ref())
+			code, r := f.post(t, `{"agent":"support","input":"status of o-1002?","wait":true}`)
+			if code != 200 || r.Status != runs.FailSafe {
+				t.Fatalf("%d %+v", code, r)
+			}
+			want := map[string]any{"status": "fail_safe", "reasons": []any{"MODEL_FAILED"}, "error": tc.want}
+			for _, when := range []string{"failed", "after a restart"} {
+				if when == "after a restart" {
+					f.srv.Close()
+					f.start(t)
+				}
+				got := f.rawRun(t, r.RequestID)
+				if diff := cmp.Diff(want, map[string]any{"status": got["status"], "reasons": got["reasons"], "error": got["error"]}); diff != "" {
+					t.Errorf("%s: run (-want +got):\n%s", when, diff)
+				}
+				if b, _ := json.Marshal(got); strings.Contains(string(b), "Go value") || strings.Contains(string(b), "dial tcp") {
+					t.Errorf("%s: the run leaks the Go error: %s", when, b)
+				}
+			}
+		})
 	}
 }
