@@ -477,7 +477,7 @@ func redoPaused(ctx context.Context, r *Run, a *agent.Agent, state *agent.State)
 		spec := ToolSpec{Name: t.Name, Tier: d.Tier, Rollback: d.Rollback}
 		run := t.Run
 		res := llm.ToolResult{ToolCallID: call.ToolCallID}
-		if refused, ok := r.RecordedOutcome(call.ToolCallID); ok {
+		if refused, ok := r.recordedOutcome(call.ToolCallID); ok {
 			// Redone before a crash interrupted this resume: what
 			// happened stands (a commit is replayed by Invoke below).
 			res.Result, res.IsError = refused.Error(), true

@@ -20,14 +20,14 @@ import (
 // the resumer will not replay: Recover pauses the run again at the pause it
 // resumed from (same approvals, same snapshot). The next resume replays
 // what committed by call ID (Invoke returns the recorded result), replays
-// what was refused or failed (RecordedOutcome), runs what had not started,
+// what was refused or failed (recordedOutcome), runs what had not started,
 // and verifies again. Anything else — a call beyond the redo, a new
 // approval request, an in-doubt intent — means the run went further than
 // its pause snapshot knows, and it fails safe as before, its writes rolled
 // back.
 
 // noteOutcomeLocked remembers a refused or failed call since the last
-// pause, for a resume to replay (RecordedOutcome), and a refusal for
+// pause, for a resume to replay (recordedOutcome), and a refusal for
 // RefusedCalls.
 func (r *Run) noteOutcomeLocked(callID string, e *Error) {
 	if r.outcomes == nil {
@@ -78,13 +78,13 @@ func (r *Run) RefusedCalls() []RefusedCall {
 	return out
 }
 
-// RecordedOutcome returns the refusal or failure recorded for call callID
+// recordedOutcome returns the refusal or failure recorded for call callID
 // since the run's last pause, if the call was refused (denied, invalid
-// approval, policy) or failed when it was redone after that pause. A
-// resumer replays it instead of invoking the call again: a run whose
+// approval, policy) or failed when it was redone after that pause.
+// ResumeAgent replays it instead of invoking the call again: a run whose
 // resume was interrupted by a crash is resumed once more from the same
 // pause, and what happened to its calls the first time stands.
-func (r *Run) RecordedOutcome(callID string) (*Error, bool) {
+func (r *Run) recordedOutcome(callID string) (*Error, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.outcomes[callID]
