@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -48,10 +47,6 @@ func (j *haltJournal) Append(ctx context.Context, sync bool, recs ...*govern.Rec
 		}
 	}
 	return nil
-}
-
-func (j *haltJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.Record, error] {
-	return j.Journal.Records(ctx, from)
 }
 
 // nth matches the nth record that match matches.

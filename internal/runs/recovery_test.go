@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
 	"sync"
 	"testing"
@@ -49,10 +48,6 @@ func (j *stopJournal) Append(ctx context.Context, sync bool, recs ...*govern.Rec
 		j.appended = append(j.appended, fmt.Sprint(kinds))
 	}
 	return err
-}
-
-func (j *stopJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.Record, error] {
-	return j.Journal.Records(ctx, from)
 }
 
 // stopAfter lets n more appends through; negative lifts the limit.
