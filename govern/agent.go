@@ -348,11 +348,24 @@ func (m *agentMiddleware) OnError(ctx context.Context, mc *agent.MiddlewareConte
 	if r.Phase().Terminal() {
 		return nil, nil
 	}
-	def := InternalError
-	if errors.As(err, new(*llm.Error)) {
-		def = ToolFailed
+	var le *llm.Error
+	if errors.As(err, &le) {
+		return nil, r.failWithCause(ctx, err, ModelFailed, modelCause(le))
 	}
-	return nil, r.failWith(ctx, err, def)
+	return nil, r.failWith(ctx, err, InternalError)
+}
+
+// modelCause is what a run reports of a model failure: the provider's
+// code and message, never the underlying Go error.
+func modelCause(e *llm.Error) *Cause {
+	c := &Cause{Code: string(e.Code), Message: e.Message, Provider: e.Provider, Status: e.StatusCode}
+	if c.Code == "" {
+		c.Code = string(llm.ProviderError)
+	}
+	if c.Message == "" {
+		c.Message = "the model's provider failed"
+	}
+	return c
 }
 
 // The keys of agent.Event.Metadata on the deliver content a streamed
@@ -574,13 +587,20 @@ func redoPaused(ctx context.Context, r *Run, a *agent.Agent, state *agent.State)
 		d, _ := DeclarationOf(t)
 		spec := ToolSpec{Name: t.Name, Tier: d.Tier, Rollback: d.Rollback}
 		run := t.Run
+		res := llm.ToolResult{ToolCallID: call.ToolCallID}
+		if refused, ok := r.recordedOutcome(call.ToolCallID); ok {
+			// Redone before a crash interrupted this resume: what
+			// happened stands (a commit is replayed by Invoke below).
+			res.Result, res.IsError = refused.Error(), true
+			patched.Results = replaceResult(patched.Results, res)
+			continue
+		}
 		inv, err := r.Invoke(ctx, spec, Call{ID: call.ToolCallID, Args: call.Arguments}, func(ctx context.Context) (any, error) {
 			if run == nil {
 				return nil, fmt.Errorf("tool %s has no Run", spec.Name)
 			}
 			return run(ctx, call.Arguments)
 		})
-		res := llm.ToolResult{ToolCallID: call.ToolCallID}
 		if err != nil {
 			if errors.Is(err, ApprovalRequired) {
 				return nil, err
@@ -589,16 +609,20 @@ func redoPaused(ctx context.Context, r *Run, a *agent.Agent, state *agent.State)
 		} else {
 			res.Result = inv.Result
 		}
-		replaced := false
-		for i := range patched.Results {
-			if patched.Results[i].ToolCallID == call.ToolCallID {
-				patched.Results[i], replaced = res, true
-			}
-		}
-		if !replaced {
-			patched.Results = append(patched.Results, res)
-		}
+		patched.Results = replaceResult(patched.Results, res)
 	}
 	out := append(append([]llm.Message(nil), msgs[:n-1]...), patched)
 	return state.WithContext(out), nil
+}
+
+// replaceResult puts res in place of the result of its call, or appends
+// it.
+func replaceResult(results []llm.ToolResult, res llm.ToolResult) []llm.ToolResult {
+	for i := range results {
+		if results[i].ToolCallID == res.ToolCallID {
+			results[i] = res
+			return results
+		}
+	}
+	return append(results, res)
 }

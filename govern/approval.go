@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -103,15 +105,188 @@ type ApproverKey struct {
 	KID      string
 }
 
-// Keyring holds the approver keys a governor trusts. It is safe for
-// concurrent use.
+// Keyring holds the approver keys a governor trusts: keys added with Add
+// (or UnmarshalJSON), and for a keyring made by OpenKeyring, the keys of
+// its file as last read. It is safe for concurrent use.
 type Keyring struct {
 	mu    sync.RWMutex
 	byKID map[string]ApproverKey
+	file  map[string]ApproverKey // OpenKeyring: the file's keys
+	src   *keyringSource         // OpenKeyring: the file followed
 }
 
 // NewKeyring returns an empty keyring.
 func NewKeyring() *Keyring { return &Keyring{byKID: map[string]ApproverKey{}} }
+
+// DefaultKeyringReload is the least time between two looks at a keyring
+// file (KeyringOptions.ReloadInterval).
+const DefaultKeyringReload = time.Second
+
+// KeyringOptions configures a keyring that follows its file (OpenKeyring).
+type KeyringOptions struct {
+	// ReloadInterval is the least time between two looks at the file, so
+	// that a flood of tokens signed by unknown keys cannot make the
+	// keyring read the disk on every one; 0 is DefaultKeyringReload.
+	ReloadInterval time.Duration
+	// Hint follows the refusal of a token whose key the keyring does not
+	// hold: how to trust a key (agentry serve: "add it with `agentry keys
+	// create NAME --dir DIR`"). The keyring's path is added to it.
+	Hint string
+	// Logger receives why the file could not be read (a refused token
+	// only says that it could not); nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// keyringSource is the file an OpenKeyring keyring follows.
+type keyringSource struct {
+	path     string
+	interval time.Duration
+	hint     string
+	log      *slog.Logger
+
+	mu      sync.Mutex // serialises looks at the file
+	checked time.Time  // when the last look started
+	seen    os.FileInfo
+	err     error // why the last read failed, if it did
+}
+
+// OpenKeyring returns a keyring that follows the keyring file at path (the
+// JSON form of Keyring) while it is in use, so that a server picks up keys
+// created after it started (agentry keys create) without a restart:
+//
+//   - a token whose key the keyring does not hold makes it look at the
+//     file again — at once if it last looked ReloadInterval ago or more,
+//     else once that much time has passed (the token's check waits), so
+//     that a key written before the token came in is always found, and a
+//     flood of unknown keys costs one look per interval;
+//   - a token whose key it holds makes it look again when its last look
+//     is ReloadInterval old, without waiting.
+//
+// A look re-reads the file only when it changed (another file, size or
+// modification time). The file's keys replace those of the last read, so
+// a key removed from the file stops being trusted at the first look after
+// its removal — also for approvals decided but not acted on yet, which
+// are checked again when their call runs. A missing file trusts no key
+// (it may be created later); so does a file that cannot be read or
+// parsed (fail closed: the refusal says why). Keys added with Add are
+// kept apart and stay trusted.
+func OpenKeyring(path string, opts *KeyringOptions) (*Keyring, error) {
+	if opts == nil {
+		opts = &KeyringOptions{}
+	}
+	src := &keyringSource{path: path, interval: opts.ReloadInterval, hint: opts.Hint, log: opts.Logger}
+	if src.interval <= 0 {
+		src.interval = DefaultKeyringReload
+	}
+	if src.log == nil {
+		src.log = slog.Default()
+	}
+	k := NewKeyring()
+	k.src = src
+	src.checked = time.Now()
+	src.load(k)
+	if src.err != nil {
+		return nil, src.err
+	}
+	return k, nil
+}
+
+// Path returns the file a keyring made by OpenKeyring follows, or "".
+func (k *Keyring) Path() string {
+	if k.src == nil {
+		return ""
+	}
+	return k.src.path
+}
+
+// load reads the file into k.file when it changed since the last read.
+// The caller holds s.mu (or owns k alone).
+func (s *keyringSource) load(k *Keyring) {
+	fi, err := os.Stat(s.path)
+	if err == nil && s.seen != nil && s.err == nil && os.SameFile(fi, s.seen) && fi.Size() == s.seen.Size() && fi.ModTime().Equal(s.seen.ModTime()) {
+		return
+	}
+	keys := map[string]ApproverKey{}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = nil // trusts nobody until it is created
+	case err == nil:
+		var nk *Keyring
+		if nk, err = LoadKeyring(s.path); err == nil {
+			keys = nk.byKID
+		}
+	}
+	if err != nil && (s.err == nil || s.err.Error() != err.Error()) && k.file != nil {
+		s.log.Error("govern: the approver keyring cannot be read: no key is trusted until it can", "keyring", s.path, "error", err)
+	}
+	s.seen, s.err = fi, err
+	k.mu.Lock()
+	k.file = keys
+	k.mu.Unlock()
+}
+
+// refresh looks at the file unless a look started after need; with wait
+// it waits for the interval to allow one, without it gives up.
+func (s *keyringSource) refresh(k *Keyring, need time.Time, wait bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.checked.After(need) {
+			return
+		}
+		d := time.Until(s.checked.Add(s.interval))
+		if d <= 0 {
+			break
+		}
+		if !wait {
+			return
+		}
+		s.mu.Unlock()
+		time.Sleep(d)
+		s.mu.Lock()
+	}
+	s.checked = time.Now()
+	s.load(k)
+}
+
+// lookup returns the trusted key kid, following the file of an
+// OpenKeyring keyring (see there).
+func (k *Keyring) lookup(kid string) (ApproverKey, error) {
+	get := func() (ApproverKey, bool) {
+		k.mu.RLock()
+		defer k.mu.RUnlock()
+		if ak, ok := k.byKID[kid]; ok {
+			return ak, true
+		}
+		ak, ok := k.file[kid]
+		return ak, ok
+	}
+	if k.src != nil {
+		now := time.Now()
+		if _, ok := get(); ok {
+			k.src.refresh(k, now.Add(-k.src.interval), false) // notice a removal
+		} else {
+			k.src.refresh(k, now, true) // a key created before this token came in
+		}
+	}
+	if ak, ok := get(); ok {
+		return ak, nil
+	}
+	msg := fmt.Sprintf("key %q is not a trusted approver key", kid)
+	if k.src == nil {
+		return ApproverKey{}, errors.New(msg)
+	}
+	k.src.mu.Lock()
+	rerr := k.src.err
+	k.src.mu.Unlock()
+	if rerr != nil { // the cause is in the server's log, not for a peer
+		return ApproverKey{}, fmt.Errorf("%s: the keyring %s cannot be read", msg, k.src.path)
+	}
+	if k.src.hint != "" {
+		msg += "; " + k.src.hint
+	}
+	return ApproverKey{}, fmt.Errorf("%s (keyring: %s)", msg, k.src.path)
+}
 
 // Add trusts pub as approver's key and returns its kid.
 func (k *Keyring) Add(approver string, pub ed25519.PublicKey) (string, error) {
@@ -134,13 +309,19 @@ func (k *Keyring) Add(approver string, pub ed25519.PublicKey) (string, error) {
 	return kid, nil
 }
 
-// Keys returns the trusted keys, sorted by approver then kid.
+// Keys returns the trusted keys, sorted by approver then kid: those
+// added, and those of the keyring's file as last read.
 func (k *Keyring) Keys() []ApproverKey {
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	out := make([]ApproverKey, 0, len(k.byKID))
+	out := make([]ApproverKey, 0, len(k.byKID)+len(k.file))
 	for _, v := range k.byKID {
 		out = append(out, v)
+	}
+	for kid, v := range k.file {
+		if _, dup := k.byKID[kid]; !dup {
+			out = append(out, v)
+		}
 	}
 	slices.SortFunc(out, func(a, b ApproverKey) int {
 		if a.Approver != b.Approver {
@@ -262,11 +443,9 @@ func (k *Keyring) verify(token string, now time.Time) (*ApprovalClaims, error) {
 	if kid == "" {
 		return nil, errors.New("protected header has no kid")
 	}
-	k.mu.RLock()
-	ak, ok := k.byKID[kid]
-	k.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("key %q is not a trusted approver key", kid)
+	ak, err := k.lookup(kid)
+	if err != nil {
+		return nil, err
 	}
 	payload, err := jws.Verify(ak.Key)
 	if err != nil {

@@ -10,7 +10,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -437,6 +439,136 @@ func TestDESIGN_5_ApprovalReplay(t *testing.T) {
 		}
 		if _, err := r.Fail(bg, "done"); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestDESIGN_5_DecideRefusesUsedToken: Decide refuses a token whose jti
+// was already used — by a call that presented it, by an earlier decision
+// (before or after a restart), or by a concurrent decision — with the
+// reason Invoke gives (APPROVAL_INVALID, replay), and records nothing: the
+// request stays pending, and the one recorded approval can be acted on.
+func TestDESIGN_5_DecideRefusesUsedToken(t *testing.T) {
+	cases := []struct {
+		name string
+		// use spends the jti of c (bound to another request of the run)
+		// and returns the governor to decide with.
+		use func(t *testing.T, g *govern.Governor, opts govern.Options, r *govern.Run, other govern.ApprovalRequest, c govern.ApprovalClaims) *govern.Governor
+	}{
+		{"used by a call", func(t *testing.T, g *govern.Governor, _ govern.Options, r *govern.Run, other govern.ApprovalRequest, c govern.ApprovalClaims) *govern.Governor {
+			invoke(t, r, highRisk("pay"), govern.Call{ID: other.CallID, Args: map[string]any{"n": 1}, Approval: sign(t, alice, c)}, &tool{})
+			return g
+		}},
+		{"used by a decision", func(t *testing.T, g *govern.Governor, _ govern.Options, _ *govern.Run, other govern.ApprovalRequest, c govern.ApprovalClaims) *govern.Governor {
+			if _, err := g.Decide(bg, other.ID, govern.ApprovalInput{Approve: true, Token: sign(t, alice, c)}); err != nil {
+				t.Fatal(err)
+			}
+			return g
+		}},
+		{"used by a decision before a restart", func(t *testing.T, g *govern.Governor, opts govern.Options, _ *govern.Run, other govern.ApprovalRequest, c govern.ApprovalClaims) *govern.Governor {
+			if _, err := g.Decide(bg, other.ID, govern.ApprovalInput{Approve: true, Token: sign(t, alice, c)}); err != nil {
+				t.Fatal(err)
+			}
+			return newGov(t, opts)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := baseOpts(t, nil)
+			opts.Journal = govern.NewMemoryJournal()
+			g := newGov(t, opts)
+			r := start(t, g, govern.RunOptions{})
+			spec := highRisk("pay")
+			_, err := r.Invoke(bg, spec, govern.Call{ID: "c1", Args: map[string]any{"n": 1}}, notCalled(t))
+			req1 := approvalOf(t, g, err)
+			f := &tool{}
+			_, err = r.Invoke(bg, spec, govern.Call{ID: "c2", Args: map[string]any{"n": 2}}, f.fn)
+			req2 := approvalOf(t, g, err)
+			c1, c2 := claimsFor(alice, req1), claimsFor(alice, req2)
+			c2.ID = c1.ID // the approver's tool reused a jti
+			g = tc.use(t, g, opts, r, req1, c1)
+
+			before := len(records(t, g.Journal()))
+			_, err = g.Decide(bg, req2.ID, govern.ApprovalInput{Approve: true, Token: sign(t, alice, c2)})
+			wantReasons(t, err, govern.ApprovalInvalid)
+			if ge := govErr(t, err); ge.Detail != "approval token already used (replay)" {
+				t.Errorf("detail %q", ge.Detail)
+			}
+			if n := len(records(t, g.Journal())); n != before {
+				t.Errorf("the refused decision journaled %d record(s)", n-before)
+			}
+			if got, err := g.Approval(bg, req2.ID); err != nil || got.Status != govern.StatusPending {
+				t.Errorf("request after the refusal: %+v, %v", got, err)
+			}
+			// A fresh token still decides it, and the call runs once.
+			if _, err := g.Decide(bg, req2.ID, govern.ApprovalInput{Approve: true, Token: sign(t, alice, claimsFor(alice, req2))}); err != nil {
+				t.Fatal(err)
+			}
+			r2, err := g.Attach(bg, r.RequestID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			invoke(t, r2, spec, govern.Call{ID: "c2", Args: map[string]any{"n": 2}}, f)
+			if f.n() != 1 {
+				t.Errorf("approved call ran %d times", f.n())
+			}
+			if _, err := r2.Fail(bg, "done"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Run("two concurrent decisions", func(t *testing.T) {
+		for range 20 {
+			opts := baseOpts(t, nil)
+			g := newGov(t, opts)
+			r := start(t, g, govern.RunOptions{})
+			spec := highRisk("pay")
+			var reqs [2]govern.ApprovalRequest
+			var toks [2]string
+			jti := fmt.Sprintf("shared-%d", jtiSeq.Add(1))
+			for i := range reqs {
+				_, err := r.Invoke(bg, spec, govern.Call{ID: fmt.Sprint("c", i), Args: map[string]any{"n": i}}, notCalled(t))
+				reqs[i] = approvalOf(t, g, err)
+				c := claimsFor(alice, reqs[i])
+				c.ID = jti
+				toks[i] = sign(t, alice, c)
+			}
+			var errs [2]error
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range reqs {
+				wg.Go(func() {
+					<-start
+					_, errs[i] = g.Decide(bg, reqs[i].ID, govern.ApprovalInput{Approve: true, Token: toks[i]})
+				})
+			}
+			close(start)
+			wg.Wait()
+			won := 0
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					won++
+				case errors.Is(err, govern.ApprovalInvalid):
+					if got, _ := g.Approval(bg, reqs[i].ID); got.Status != govern.StatusPending {
+						t.Errorf("the losing request is %s", got.Status)
+					}
+				default:
+					t.Errorf("Decide: %v", err)
+				}
+			}
+			decided := 0
+			for _, rec := range records(t, g.Journal()) {
+				if rec.Kind == govern.KindApprovalDecided {
+					decided++
+				}
+			}
+			if won != 1 || decided != 1 {
+				t.Fatalf("%d decisions won, %d journaled; want exactly one", won, decided)
+			}
+			if _, err := r.Fail(bg, "done"); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }

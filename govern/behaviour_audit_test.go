@@ -76,7 +76,7 @@ func TestUAICP_5_4_AuditTrail(t *testing.T) {
 		seen[rec.Kind] = true
 		want := govern.ActorAgent
 		switch {
-		case rec.Kind == govern.KindApprovalDecided:
+		case rec.Kind == govern.KindApprovalDecided || rec.Kind == govern.KindTokenUsed:
 			want = govern.ActorHuman
 			if rec.Actor.ID != "alice" {
 				t.Errorf("decision by %q", rec.Actor.ID)
@@ -93,7 +93,7 @@ func TestUAICP_5_4_AuditTrail(t *testing.T) {
 	}
 	for _, k := range []govern.RecordKind{govern.KindRunStarted, govern.KindTransition, govern.KindIntent, govern.KindCommit, govern.KindFailed,
 		govern.KindBlocked, govern.KindEvidence, govern.KindVerification, govern.KindApprovalRequested, govern.KindApprovalDecided,
-		govern.KindPaused, govern.KindResumed, govern.KindRollbackStarted, govern.KindRollbackDone, govern.KindRollbackFailed, govern.KindChild} {
+		govern.KindTokenUsed, govern.KindPaused, govern.KindResumed, govern.KindRollbackStarted, govern.KindRollbackDone, govern.KindRollbackFailed, govern.KindChild} {
 		if !seen[k] {
 			t.Errorf("no %s record in the trail", k)
 		}

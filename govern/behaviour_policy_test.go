@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
@@ -775,7 +776,10 @@ func TestUAICP_5_3_RollbackPayloads(t *testing.T) {
 
 // TestUAICP_7_ToolFailures: a tool that errors, panics, overruns
 // Options.ToolTimeout or is cancelled fails its call with the matching
-// reason; the failure is journaled and yields no evidence.
+// reason; the failure is journaled and yields no evidence. Each case runs
+// in a synctest bubble: the 1 ms tool timeout fires only once every
+// goroutine of the bubble is blocked, so under load it never overtakes a
+// tool that errs, panics or is cancelled.
 func TestUAICP_7_ToolFailures(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -789,25 +793,27 @@ func TestUAICP_7_ToolFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGov(t, govern.Options{ToolTimeout: time.Millisecond})
-			r := start(t, g, govern.RunOptions{})
-			ctx, cancel := context.WithCancel(bg)
-			defer cancel()
-			_, err := r.Invoke(ctx, lowRisk("call"), govern.Call{ID: "c1"}, func(ctx context.Context) (any, error) { return tc.fn(ctx, cancel) })
-			wantReasons(t, err, tc.reason)
-			if ge := govErr(t, err); ge.Tool != "call" || ge.CallID != "c1" {
-				t.Errorf("error names %s/%s", ge.Tool, ge.CallID)
-			}
-			if len(r.Evidence()) != 0 {
-				t.Errorf("a failed call yielded evidence")
-			}
-			recs := runRecords(t, g.Journal(), r.RequestID())
-			if last := recs[len(recs)-1]; last.Kind != govern.KindFailed || !slices.Contains(last.Reasons, tc.reason) || last.Outcome != govern.Failure {
-				t.Errorf("last record %+v", last)
-			}
-			if _, err := r.Fail(bg, "done", tc.reason); err != nil {
-				t.Fatal(err)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				g := newGov(t, govern.Options{ToolTimeout: time.Millisecond})
+				r := start(t, g, govern.RunOptions{})
+				ctx, cancel := context.WithCancel(bg)
+				defer cancel()
+				_, err := r.Invoke(ctx, lowRisk("call"), govern.Call{ID: "c1"}, func(ctx context.Context) (any, error) { return tc.fn(ctx, cancel) })
+				wantReasons(t, err, tc.reason)
+				if ge := govErr(t, err); ge.Tool != "call" || ge.CallID != "c1" {
+					t.Errorf("error names %s/%s", ge.Tool, ge.CallID)
+				}
+				if len(r.Evidence()) != 0 {
+					t.Errorf("a failed call yielded evidence")
+				}
+				recs := runRecords(t, g.Journal(), r.RequestID())
+				if last := recs[len(recs)-1]; last.Kind != govern.KindFailed || !slices.Contains(last.Reasons, tc.reason) || last.Outcome != govern.Failure {
+					t.Errorf("last record %+v", last)
+				}
+				if _, err := r.Fail(bg, "done", tc.reason); err != nil {
+					t.Fatal(err)
+				}
+			})
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
@@ -87,70 +88,72 @@ func TestUAICP_5_2_VerifierFailuresFailClosed(t *testing.T) {
 			verify: report(&govern.Report{Status: govern.ReportPass, Checks: passCheck, EvidenceIDs: []string{"made-up"}})},
 	}
 	for _, tc := range cases {
+		// In a synctest bubble the timeout case's 1 ms budget expires only
+		// once the verifier blocks on its context: the verifier always
+		// runs, however loaded the machine.
 		t.Run(tc.name, func(t *testing.T) {
-			var calls atomic.Int32
-			v := govern.NewVerifier("v", func(ctx context.Context, in govern.VerifyInput) (*govern.Report, error) {
-				calls.Add(1)
-				return tc.verify(ctx, in)
-			})
-			// Only the timeout case gets a short budget: under load a
-			// 1 ms budget can expire before any verifier is scheduled.
-			timeout := time.Minute
-			if tc.name == "timeout" {
-				timeout = time.Millisecond
-			}
-			g := newGov(t, govern.Options{Verifiers: []govern.Verifier{v}, VerifierTimeout: timeout,
-				Classes: []govern.TaskClass{{Name: "k", RequiredVerifiers: []string{"v"}}}})
-			r := start(t, g, govern.RunOptions{TaskClass: "k"})
-			invoke(t, r, readOnly("lookup"), govern.Call{ID: "c1"}, &tool{})
-			verdict, err := r.Verify(bg, "out")
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkVerdict(t, verdict)
-			if verdict.Passed {
-				t.Fatal("verdict passed")
-			}
-			// A verifier that times out may not have been scheduled at all.
-			if n := calls.Load(); n > 1 || n == 0 && tc.name != "timeout" {
-				t.Errorf("verifier called %d times", n)
-			}
-			if !slices.Contains(verdict.Reasons, govern.VerificationFailed) {
-				t.Errorf("reasons %v, want VERIFICATION_FAILED", verdict.Reasons)
-			}
-			if got := slices.Contains(verdict.Reasons, govern.VerifierError); got != tc.verifierError {
-				t.Errorf("reasons %v: VERIFIER_ERROR present = %v, want %v", verdict.Reasons, got, tc.verifierError)
-			}
-			rep := verdict.Reports[len(verdict.Reports)-1]
-			if rep.VerifierID != "v" || rep.RequestID != r.RequestID() || rep.Passed() {
-				t.Errorf("verifier report %+v", rep)
-			}
-			if tc.wantReportBody != "" && !strings.Contains(rep.Checks[0].Details, tc.wantReportBody) {
-				t.Errorf("report details %q, want %q in them", rep.Checks[0].Details, tc.wantReportBody)
-			}
-			if _, err := r.Deliver(bg, "out"); !errors.Is(err, govern.ErrNotVerified) {
-				t.Errorf("Deliver: err = %v, want ErrNotVerified", err)
-			}
-			nver := 0
-			for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
-				if rec.Kind == govern.KindVerification {
-					nver++
-					if rec.Outcome != govern.Success && rec.Outcome != govern.Failure {
-						t.Errorf("verification record outcome %s", rec.Outcome)
+			synctest.Test(t, func(t *testing.T) {
+				var calls atomic.Int32
+				v := govern.NewVerifier("v", func(ctx context.Context, in govern.VerifyInput) (*govern.Report, error) {
+					calls.Add(1)
+					return tc.verify(ctx, in)
+				})
+				timeout := time.Minute
+				if tc.name == "timeout" {
+					timeout = time.Millisecond
+				}
+				g := newGov(t, govern.Options{Verifiers: []govern.Verifier{v}, VerifierTimeout: timeout,
+					Classes: []govern.TaskClass{{Name: "k", RequiredVerifiers: []string{"v"}}}})
+				r := start(t, g, govern.RunOptions{TaskClass: "k"})
+				invoke(t, r, readOnly("lookup"), govern.Call{ID: "c1"}, &tool{})
+				verdict, err := r.Verify(bg, "out")
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkVerdict(t, verdict)
+				if verdict.Passed {
+					t.Fatal("verdict passed")
+				}
+				if n := calls.Load(); n != 1 {
+					t.Errorf("verifier called %d times", n)
+				}
+				if !slices.Contains(verdict.Reasons, govern.VerificationFailed) {
+					t.Errorf("reasons %v, want VERIFICATION_FAILED", verdict.Reasons)
+				}
+				if got := slices.Contains(verdict.Reasons, govern.VerifierError); got != tc.verifierError {
+					t.Errorf("reasons %v: VERIFIER_ERROR present = %v, want %v", verdict.Reasons, got, tc.verifierError)
+				}
+				rep := verdict.Reports[len(verdict.Reports)-1]
+				if rep.VerifierID != "v" || rep.RequestID != r.RequestID() || rep.Passed() {
+					t.Errorf("verifier report %+v", rep)
+				}
+				if tc.wantReportBody != "" && !strings.Contains(rep.Checks[0].Details, tc.wantReportBody) {
+					t.Errorf("report details %q, want %q in them", rep.Checks[0].Details, tc.wantReportBody)
+				}
+				if _, err := r.Deliver(bg, "out"); !errors.Is(err, govern.ErrNotVerified) {
+					t.Errorf("Deliver: err = %v, want ErrNotVerified", err)
+				}
+				nver := 0
+				for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
+					if rec.Kind == govern.KindVerification {
+						nver++
+						if rec.Outcome != govern.Success && rec.Outcome != govern.Failure {
+							t.Errorf("verification record outcome %s", rec.Outcome)
+						}
 					}
 				}
-			}
-			if nver != 2 {
-				t.Errorf("%d verification records, want the gate's and the verifier's", nver)
-			}
-			env, err := r.Fail(bg, "verifier failed", verdict.Reasons...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantEnvReasons(t, env, govern.VerificationFailed)
-			if _, err := r.Deliver(bg, "out"); !errors.Is(err, govern.ErrRunClosed) {
-				t.Errorf("Deliver after fail: %v", err)
-			}
+				if nver != 2 {
+					t.Errorf("%d verification records, want the gate's and the verifier's", nver)
+				}
+				env, err := r.Fail(bg, "verifier failed", verdict.Reasons...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantEnvReasons(t, env, govern.VerificationFailed)
+				if _, err := r.Deliver(bg, "out"); !errors.Is(err, govern.ErrRunClosed) {
+					t.Errorf("Deliver after fail: %v", err)
+				}
+			})
 		})
 	}
 }

@@ -85,6 +85,13 @@ func safeWork(ctx context.Context, r *Run, repair *Verdict, fn Work) (out any, e
 // hand to the caller: err's reasons (Cancelled for a cancelled context,
 // else def when err carries none) and the uncertain envelope.
 func (r *Run) failWith(ctx context.Context, err error, def Reason) error {
+	return r.failWithCause(ctx, err, def, nil)
+}
+
+// failWithCause is failWith recording cause, what made the run fail, on
+// its fail_safe transition — when def is the reason (a cancellation, say,
+// is not the cause's doing).
+func (r *Run) failWithCause(ctx context.Context, err error, def Reason, cause *Cause) error {
 	reasons := ReasonsOf(err)
 	switch {
 	case errors.Is(err, context.Canceled) || (ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled)):
@@ -94,14 +101,18 @@ func (r *Run) failWith(ctx context.Context, err error, def Reason) error {
 	}
 	if len(reasons) == 0 {
 		reasons = []Reason{def}
+	} else {
+		cause = nil
 	}
-	env, ferr := r.Fail(ctx, truncateDetail(err.Error()), reasons...)
-	if ferr != nil {
+	if _, ferr := r.fail(ctx, truncateDetail(err.Error()), cause, reasons...); ferr != nil {
 		if errors.Is(ferr, ErrRunClosed) {
 			e := r.Envelope()
 			return &Error{Reasons: ReasonsOf(err), Detail: err.Error(), Err: err, Envelope: &e}
 		}
 		return errors.Join(err, ferr)
 	}
-	return &Error{Reasons: reasonsOf(env), Detail: err.Error(), Err: err, Envelope: env}
+	r.mu.Lock()
+	env := r.envelopeLocked(true)
+	r.mu.Unlock()
+	return &Error{Reasons: reasonsOf(&env), Detail: err.Error(), Err: err, Envelope: &env}
 }

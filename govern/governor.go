@@ -328,14 +328,26 @@ type RecoveryReport struct {
 	RolledBack, RollbackFailures int
 	// Paused lists runs left waiting for approvals.
 	Paused []string
+	// Resumable lists runs whose resume after their approvals a crash
+	// interrupted before any call was in doubt: paused again at the pause
+	// they had resumed from, their approvals decided, for the resumer to
+	// continue (runs.Service.ResumeDecided; ResumeAgent).
+	Resumable []string
 }
 
-// Recover closes every run of this node that a crash left open: its
-// recorded writes without a completed rollback — in-doubt intents and
-// committed writes alike — are rolled back in reverse order, and the run
-// ends in fail_safe with RecoveredInDoubt. Paused runs stay paused. Call
-// it once at startup, before starting runs: it treats every open run not
-// live in this process as abandoned. It is idempotent.
+// Recover closes every run of this node that a crash left open, except
+// those it can continue: a paused run stays paused, and a run whose
+// resume from a pause was interrupted before anything was in doubt — it
+// recorded no more than the redo of the calls its pause waited for and
+// the verification of a final answer, every redone call committed, failed
+// or refused — is paused again at that pause (RecoveryReport.Resumable),
+// so that its resumer continues it without running anything twice. Every
+// other open run is abandoned: its recorded writes without a completed
+// rollback — in-doubt intents and committed writes alike — are rolled
+// back in reverse order, and the run ends in fail_safe with
+// RecoveredInDoubt. Call it once at startup, before starting runs: it
+// treats every open run not live in this process as abandoned. It is
+// idempotent.
 func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
 	if err := g.refresh(ctx); err != nil {
 		return nil, err
@@ -364,7 +376,19 @@ func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
 			continue
 		}
 		r.actor = Actor{ID: "uaicp:recovery", Kind: ActorSystem}
-		res, err := r.fail(ctx, "recovered after a crash", RecoveredInDoubt)
+		ok, why := r.resumable(recs)
+		if ok {
+			if err := r.repause(ctx); err != nil {
+				return rep, err
+			}
+			rep.Resumable = append(rep.Resumable, id)
+			continue
+		}
+		detail := "recovered after a crash"
+		if len(r.pausedFor) > 0 {
+			detail += "; its resume cannot be continued: " + why
+		}
+		res, err := r.fail(ctx, detail, nil, RecoveredInDoubt)
 		rep.RolledBack += res.rolledBack
 		rep.RollbackFailures += res.rollbackFailures
 		if err != nil && !errors.Is(err, ErrRunClosed) {
@@ -409,10 +433,14 @@ type ApprovalInput struct {
 
 // Decide records a decision on a pending approval request. An approval
 // needs a token that verifies (Keyring.Verify), is bound to exactly this
-// request (Binding), was not used before, and whose approver is neither
-// the requesting agent nor its user; otherwise Decide fails with
-// ApprovalInvalid and nothing is recorded. The decision is durable when
-// Decide returns; Options.OnDecision is then called.
+// request (Binding), whose jti was never used — by another decision or by
+// a call that presented it — and whose approver is neither the requesting
+// agent nor its user; otherwise Decide fails with ApprovalInvalid and
+// nothing is recorded. Single use is the journal's: the decision is
+// journaled with an approval_token_used record whose unique key is the
+// jti, so of two decisions using one jti — concurrently, in two
+// processes, or after a restart — exactly one is recorded. The decision
+// is durable when Decide returns; Options.OnDecision is then called.
 func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInput) (ApprovalRequest, error) {
 	req, err := g.Approval(ctx, approvalID)
 	if err != nil {
@@ -422,7 +450,6 @@ func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInp
 		return req, ErrAlreadyDecided
 	}
 	d := ApprovalDecision{ApprovalID: approvalID, Approved: in.Approve, Reason: in.Reason, DecidedAt: Time{ids.Now()}}
-	unique := ""
 	if in.Approve {
 		claims, err := g.checkToken(in.Token, req.Binding(), req.Requester)
 		if err != nil {
@@ -435,16 +462,27 @@ func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInp
 		}
 		d.Approver = in.Approver
 	}
-	unique = decisionKey(approvalID)
-	rec, err := g.decisionRecord(req, d, unique)
+	recs, err := g.decisionRecords(req, d)
 	if err != nil {
 		return req, err
 	}
-	if err := g.j.Append(ctx, true, rec); err != nil {
-		if errors.Is(err, ErrDuplicate) {
-			return req, ErrAlreadyDecided
+	if err := g.j.Append(ctx, true, recs...); err != nil {
+		if !errors.Is(err, ErrDuplicate) {
+			return req, err
 		}
-		return req, err
+		// Either key may be taken: the request's (decided meanwhile) or
+		// the token's (its jti was used). The index tells which.
+		if err := g.refresh(ctx); err != nil {
+			return req, err
+		}
+		cur, ok := g.idx.approval(approvalID)
+		switch {
+		case !ok:
+			return req, ErrUnknownApproval // its run closed meanwhile
+		case cur.Status != StatusPending:
+			return cur, ErrAlreadyDecided
+		}
+		return req, refuse(replayDetail, ApprovalInvalid)
 	}
 	req.Decision = &d
 	req.Status = StatusDenied
@@ -464,12 +502,18 @@ func (g *Governor) Decide(ctx context.Context, approvalID string, in ApprovalInp
 	return req, nil
 }
 
-// decisionRecord returns the approval_decided record of d on req; unique
-// makes a second decision on the request fail with ErrDuplicate.
-func (g *Governor) decisionRecord(req ApprovalRequest, d ApprovalDecision, unique string) (*Record, error) {
+// replayDetail is the detail of a refusal of a token whose jti was used.
+const replayDetail = "approval token already used (replay)"
+
+// decisionRecords returns the records of decision d on req, to journal in
+// one Append: the approval_decided record, whose unique key makes a
+// second decision on the request fail with ErrDuplicate, and for an
+// approval the approval_token_used record, whose unique key (the jti)
+// makes a second use of the token fail the same way.
+func (g *Governor) decisionRecords(req ApprovalRequest, d ApprovalDecision) ([]*Record, error) {
 	rec := &Record{Kind: KindApprovalDecided, RequestID: req.RequestID, TraceID: req.TraceID, ParentTraceID: req.ParentTraceID,
 		Node: g.opts.Node, Actor: Actor{ID: d.Approver, Kind: ActorHuman}, Tool: req.Tool, CallID: req.CallID,
-		Outcome: Success, Unique: unique, Timestamp: Time{ids.Now()}}
+		Outcome: Success, Unique: decisionKey(req.ID), Timestamp: Time{ids.Now()}}
 	if !d.Approved {
 		rec.Outcome, rec.Reasons = Failure, []Reason{ApprovalDenied}
 	}
@@ -477,12 +521,28 @@ func (g *Governor) decisionRecord(req ApprovalRequest, d ApprovalDecision, uniqu
 	if rec.Data, err = json.Marshal(d); err != nil {
 		return nil, err
 	}
-	return rec, nil
+	if !d.Approved {
+		return []*Record{rec}, nil
+	}
+	used := *rec
+	used.Kind, used.Reasons, used.Unique = KindTokenUsed, nil, tokenKey(d.TokenID)
+	if used.Data, err = json.Marshal(TokenUse{ApprovalID: req.ID, TokenID: d.TokenID}); err != nil {
+		return nil, err
+	}
+	return []*Record{rec, &used}, nil
 }
 
 // decisionKey is the journal Unique key of the decision on an approval
 // request: one decision per request.
 func decisionKey(approvalID string) string { return "approval:" + approvalID }
+
+// tokenKey is the journal Unique key of an approval token's use: a jti is
+// used once, by a decision or by a call presenting the token.
+func tokenKey(jti string) string { return "jti:" + jti }
+
+// useKey is the journal Unique key of the intent of the call an approval
+// request approved: the approval is acted on once.
+func useKey(approvalID string) string { return "use:" + approvalID }
 
 // checkToken verifies token and its binding to want; the approver must
 // not be the requester.

@@ -194,16 +194,19 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		r.mu.Unlock()
 		return nil, err
 	}
+	// A replay acts on nothing: it needs no phase of its own (a run
+	// resumed after a crash may already be in verify).
+	if cs, ok := r.calls[call.ID]; ok && cs.status == KindCommit && cs.argsHash == argsHash && cs.tool == spec.Name {
+		inv := r.replayLocked(call.ID, cs)
+		r.mu.Unlock()
+		return inv, nil
+	}
 	if err := r.advanceLocked(ctx, Execute); err != nil {
 		r.mu.Unlock()
 		return nil, err
 	}
 	if cs, ok := r.calls[call.ID]; ok {
 		switch {
-		case cs.status == KindCommit && cs.argsHash == argsHash && cs.tool == spec.Name:
-			inv := r.replayLocked(call.ID, cs)
-			r.mu.Unlock()
-			return inv, nil
 		case cs.status == KindCommit:
 			r.mu.Unlock()
 			return nil, r.block(ctx, spec, call, intent, "call ID already committed with another tool or arguments", PolicyBlocked)
@@ -240,7 +243,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		r.idle.Broadcast()
 		r.mu.Unlock()
 		if violated {
-			if _, err := r.fail(ctx, fmt.Sprintf("tool %s wrote under read_only", spec.Name), TierViolation); err != nil && !errors.Is(err, ErrRunClosed) {
+			if _, err := r.fail(ctx, fmt.Sprintf("tool %s wrote under read_only", spec.Name), nil, TierViolation); err != nil && !errors.Is(err, ErrRunClosed) {
 				r.g.log.Error("govern: failing the run after a tier violation", "request_id", r.requestID, "error", err)
 			}
 		}
@@ -260,7 +263,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		// with the intent: one fsync for both (see grant).
 		if err := r.appendData(ctx, true, intentRec, intent, grant.decision...); err != nil {
 			if errors.Is(err, ErrDuplicate) {
-				detail := "approval token already used (replay)"
+				detail := replayDetail
 				if grant.decided != nil {
 					detail = "approval token already used, or request " + grant.decided.ID + " decided meanwhile"
 				}
@@ -326,6 +329,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		}
 		r.mu.Lock()
 		r.calls[call.ID].status = KindFailed
+		r.noteOutcomeLocked(call.ID, &Error{Reasons: []Reason{reason}, Tool: spec.Name, CallID: call.ID, Detail: truncateDetail(runErr.Error())})
 		r.mu.Unlock()
 		return nil, &Error{Reasons: []Reason{reason}, Tool: spec.Name, CallID: call.ID, Detail: truncateDetail(runErr.Error()), Err: runErr}
 	}
@@ -340,6 +344,8 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	defer r.mu.Unlock()
 	cs := r.calls[call.ID]
 	cs.status, cs.result, cs.evidence = KindCommit, resRaw, evidence
+	r.forgetRefusalLocked(call.ID)
+	delete(r.outcomes, call.ID)
 	r.evidence = append(r.evidence, evidence...)
 	inv := &Invocation{CallID: call.ID, Result: result, Tier: tier, Evidence: cloneEvidence(evidence)}
 	inv.Envelope = r.callEnvelopeLocked(spec.Name, call.ID, intent, Success, nil)
@@ -420,9 +426,12 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 	if intent.Policy != nil && intent.Policy.Effect == Review {
 		reasons = append(reasons, NeedsReview)
 	}
+	// The intent of an approved call carries the approval's use key: an
+	// approval is acted on once, also by two processes resuming one run.
+	// The token's own single use (its jti) is journaled with the decision.
 	use := func(claims *ApprovalClaims, approvalID string) (string, error) {
 		intent.ApprovalID, intent.Approver, intent.TokenID = approvalID, claims.Issuer, claims.ID
-		return "jti:" + claims.ID, nil
+		return useKey(approvalID), nil
 	}
 	if call.Approval != "" {
 		claims, err := r.g.keyring.Verify(call.Approval, time.Now())
@@ -453,16 +462,17 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 			// the decision as Decide does — with the intent, in one
 			// Append (grant) — so that the request stops counting as
 			// pending (Verify, Deliver, Governor.Approvals) and cannot be
-			// decided a second time (its Unique key).
+			// decided a second time, nor the token used again (their
+			// Unique keys).
 			d := ApprovalDecision{ApprovalID: req.ID, Approved: true, Approver: claims.Issuer, Token: call.Approval,
 				TokenID: claims.ID, DecidedAt: Time{ids.Now()}}
-			rec, err := r.g.decisionRecord(cloneApproval(req), d, decisionKey(req.ID))
+			recs, err := r.g.decisionRecords(cloneApproval(req), d)
 			if err != nil {
 				return "", &Error{Reasons: []Reason{InternalError}, Detail: "journal record: " + err.Error(), Err: err}
 			}
 			decided := cloneApproval(req)
 			decided.Status, decided.Decision = StatusApproved, &d
-			gr.decision, gr.decided = []*Record{rec}, &decided
+			gr.decision, gr.decided = recs, &decided
 		}
 		return use(claims, req.ID)
 	}
@@ -552,6 +562,7 @@ func (r *Run) block(ctx context.Context, spec ToolSpec, call Call, intent CallIn
 	intent.Policy = &Decision{Effect: decision, Rule: policyRule(intent.Policy)}
 	r.mu.Lock()
 	env := r.callEnvelopeLocked(spec.Name, call.ID, intent, outcome, reasons)
+	r.noteOutcomeLocked(call.ID, &Error{Reasons: reasons, Tool: spec.Name, CallID: call.ID, ApprovalID: intent.ApprovalID, Detail: detail})
 	r.mu.Unlock()
 	return &Error{Reasons: reasons, Tool: spec.Name, CallID: call.ID, ApprovalID: intent.ApprovalID, Detail: detail, Envelope: &env}
 }

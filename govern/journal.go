@@ -76,6 +76,10 @@ const (
 	// KindApprovalDecided records an approval decision; Data is
 	// ApprovalDecision.
 	KindApprovalDecided RecordKind = "approval_decided"
+	// KindTokenUsed records that an approval token was used, journaled
+	// with the approval_decided record it backs; its unique key is the
+	// token's jti, so a token is used once. Data is TokenUse.
+	KindTokenUsed RecordKind = "approval_token_used"
 	// KindPaused records that a run waits for approvals; Data is
 	// PauseData.
 	KindPaused RecordKind = "run_paused"

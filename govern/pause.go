@@ -86,7 +86,7 @@ func (r *Run) Pause(ctx context.Context, snapshot json.RawMessage) error {
 		r.mu.Unlock()
 		return err
 	}
-	r.paused, r.detached, r.snapshot = true, true, snapshot
+	r.paused, r.detached, r.snapshot, r.pausedFor, r.outcomes = true, true, snapshot, pending, nil
 	r.mu.Unlock()
 	r.g.forget(r)
 	return nil
@@ -102,7 +102,10 @@ func (r *Run) Snapshot() json.RawMessage {
 // Resume continues a paused run (one returned by Governor.Attach) once
 // every approval it waits for is decided, and returns the snapshot Pause
 // recorded. With approvals still pending it returns an *Error with
-// ApprovalRequired.
+// ApprovalRequired. A resume a crash interrupted may be paused again at
+// the same pause by Recover, and Resume then returns the same snapshot:
+// a resumer redoes the waiting calls with the same call IDs, so that
+// Invoke replays those that committed instead of running them twice.
 func (r *Run) Resume(ctx context.Context) (json.RawMessage, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -44,6 +44,10 @@ const (
 	TierViolation Reason = "TIER_VIOLATION"
 	// ToolFailed: a tool returned an error or panicked.
 	ToolFailed Reason = "TOOL_FAILED"
+	// ModelFailed: the model failed — its provider returned an error or
+	// could not be reached — or the agent loop around it did (an
+	// *llm.Error, such as its step limit).
+	ModelFailed Reason = "MODEL_FAILED"
 	// NeedsReview: the policy asked for human review.
 	NeedsReview Reason = "NEEDS_REVIEW"
 	// RollbackFailed: a rollback action failed; the run needs review.
@@ -63,7 +67,7 @@ const (
 var Reasons = []Reason{
 	EvidenceMissing, VerificationFailed, PolicyBlocked, ApprovalRequired, IdentityInvalid, ToolTimeout, RollbackRequired,
 	ApprovalInvalid, ApprovalDenied, EvidenceInvalid, VerifierError, RepairsExhausted, TierViolation, ToolFailed,
-	NeedsReview, RollbackFailed, RecoveredInDoubt, ChildFailed, Cancelled, InternalError,
+	ModelFailed, NeedsReview, RollbackFailed, RecoveredInDoubt, ChildFailed, Cancelled, InternalError,
 }
 
 // Error returns the code.

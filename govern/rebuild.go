@@ -42,7 +42,7 @@ func (r *Run) apply(rec Record) error {
 			r.supersedeLocked()
 		}
 		if rec.To == FailSafe {
-			r.reasons = append([]Reason(nil), rec.Reasons...)
+			r.reasons, r.cause = append([]Reason(nil), rec.Reasons...), d.Cause
 		}
 	case KindIntent:
 		var in CallIntent
@@ -62,10 +62,22 @@ func (r *Run) apply(rec Record) error {
 			}
 			r.consumed[in.ApprovalID] = true
 		}
+	case KindBlocked:
+		var in CallIntent
+		if err := json.Unmarshal(rec.Data, &in); err != nil {
+			return err
+		}
+		r.noteOutcomeLocked(rec.CallID, &Error{Reasons: rec.Reasons, Tool: rec.Tool, CallID: rec.CallID, ApprovalID: in.ApprovalID, Detail: in.Detail})
 	case KindCommit, KindFailed:
 		var out CallOutcome
 		if err := json.Unmarshal(rec.Data, &out); err != nil {
 			return err
+		}
+		if rec.Kind == KindFailed {
+			r.noteOutcomeLocked(rec.CallID, &Error{Reasons: rec.Reasons, Tool: rec.Tool, CallID: rec.CallID, Detail: out.Error})
+		} else {
+			delete(r.outcomes, rec.CallID)
+			r.forgetRefusalLocked(rec.CallID)
 		}
 		cs, ok := r.calls[rec.CallID]
 		if !ok { // a read-only call: no intent record
@@ -116,7 +128,10 @@ func (r *Run) apply(rec Record) error {
 		if err := json.Unmarshal(rec.Data, &p); err != nil {
 			return err
 		}
-		r.paused, r.snapshot = true, p.Snapshot
+		r.paused, r.snapshot, r.pausedFor = true, p.Snapshot, p.Approvals
+		if !p.Recovered {
+			r.outcomes = nil // the calls of this pause have not run yet
+		}
 	case KindResumed:
 		r.paused = false
 	case KindRollbackDone:

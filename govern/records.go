@@ -96,12 +96,24 @@ type ApprovalDecision struct {
 	DecidedAt Time   `json:"decided_at"`
 }
 
+// TokenUse is the Data of an approval_token_used record.
+type TokenUse struct {
+	ApprovalID string `json:"approval_id"`
+	TokenID    string `json:"jti"`
+}
+
 // PauseData is the Data of a run_paused record.
 type PauseData struct {
 	Approvals []string `json:"approvals"`
 	// Snapshot is what the resumer needs to continue (for an agent, its
 	// State in JSON form).
 	Snapshot json.RawMessage `json:"snapshot,omitempty"`
+	// Recovered marks the pause Recover journals for a run whose resume a
+	// crash interrupted: the run waits again at the pause it had resumed
+	// from (the same approvals and snapshot), its calls since that pause
+	// recorded, so that the resumer continues it without running anything
+	// twice.
+	Recovered bool `json:"recovered,omitempty"`
 }
 
 // RollbackData is the Data of the rollback_* records.
@@ -124,4 +136,33 @@ type TransitionData struct {
 	OutputHash string   `json:"output_hash,omitempty"`
 	ReportIDs  []string `json:"report_ids,omitempty"`
 	Detail     string   `json:"detail,omitempty"`
+	// Cause is what made a run fail safe, on its fail_safe transition,
+	// when it came from outside the governor (a model or provider).
+	Cause *Cause `json:"cause,omitempty"`
+}
+
+// RefusedCall is a call the governor refused and that has not run since:
+// denied by an approver or by the policy, an approval token refused, no
+// rollback action, and the like (Run.RefusedCalls). A call waiting for
+// an approval is not refused.
+type RefusedCall struct {
+	Tool       string   `json:"tool"`
+	CallID     string   `json:"call_id"`
+	ApprovalID string   `json:"approval_id,omitempty"`
+	Reasons    []Reason `json:"reasons"`
+	Detail     string   `json:"detail,omitempty"`
+	// Approver is who denied the call (APPROVAL_DENIED).
+	Approver string `json:"approver,omitempty"`
+}
+
+// Cause is what made a run fail safe when it came from outside the
+// governor — a model or its provider — in words fit for a peer: the
+// provider's error code and message (an llm.Error's Code and Message),
+// never internal error text.
+type Cause struct {
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Provider string `json:"provider,omitempty"`
+	// Status is the provider's HTTP status, when it answered with one.
+	Status int `json:"status,omitempty"`
 }

@@ -45,9 +45,13 @@ type Run struct {
 	consumed  map[string]bool // approval IDs used by a call
 	children  map[string]*childState
 	reasons   []Reason
+	cause     *Cause         // what made the run fail safe, when it came from outside (a model)
+	refused   []*RefusedCall // calls refused and not run since, in order (RefusedCalls)
 	paused    bool
 	snapshot  json.RawMessage
-	wrote     bool // a call above read_only ran: no more unverified chunks
+	pausedFor []string          // the approvals the last pause waited for
+	outcomes  map[string]*Error // refused or failed calls since the last pause, by call ID
+	wrote     bool              // a call above read_only ran: no more unverified chunks
 	chunks    int
 }
 
@@ -109,6 +113,18 @@ func (r *Run) Repairs() int {
 
 // MaxRepairs returns the run's repair budget.
 func (r *Run) MaxRepairs() int { return r.maxRepairs }
+
+// Cause returns what made the run fail safe when it came from outside
+// the governor — a model or provider failure — or nil.
+func (r *Run) Cause() *Cause {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cause == nil {
+		return nil
+	}
+	c := *r.cause
+	return &c
+}
 
 // Reasons returns the reason codes the run failed with.
 func (r *Run) Reasons() []Reason {
@@ -352,13 +368,17 @@ func (r *Run) Verify(ctx context.Context, output any) (*Verdict, error) {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("govern: %d tool calls still running: verify after they finish: %w", r.inflight, ErrIllegalTransition)
 	}
-	if err := r.advanceLocked(ctx, Execute); err != nil {
-		r.mu.Unlock()
-		return nil, err
-	}
-	if err := r.transitionLocked(ctx, Verify, false, nil, nil); err != nil {
-		r.mu.Unlock()
-		return nil, err
+	// A run rebuilt in verify without a verdict — its resume was
+	// interrupted while it verified — is verified again in place.
+	if r.phase != Verify || r.verdict != nil {
+		if err := r.advanceLocked(ctx, Execute); err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
+		if err := r.transitionLocked(ctx, Verify, false, nil, nil); err != nil {
+			r.mu.Unlock()
+			return nil, err
+		}
 	}
 	r.closing = true // nothing else may happen while verifiers run
 	valid, known := r.validEvidenceLocked()
@@ -674,7 +694,7 @@ type failResult struct {
 // closed run returns ErrRunClosed. Fail must not be called from inside a
 // tool call of the same run.
 func (r *Run) Fail(ctx context.Context, detail string, reasons ...Reason) (*Envelope, error) {
-	if _, err := r.fail(ctx, detail, reasons...); err != nil {
+	if _, err := r.fail(ctx, detail, nil, reasons...); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -683,7 +703,7 @@ func (r *Run) Fail(ctx context.Context, detail string, reasons ...Reason) (*Enve
 	return &env, nil
 }
 
-func (r *Run) fail(ctx context.Context, detail string, reasons ...Reason) (failResult, error) {
+func (r *Run) fail(ctx context.Context, detail string, cause *Cause, reasons ...Reason) (failResult, error) {
 	var res failResult
 	r.mu.Lock()
 	if r.phase.Terminal() {
@@ -720,14 +740,14 @@ func (r *Run) fail(ctx context.Context, detail string, reasons ...Reason) (failR
 	for _, x := range reasons {
 		uniq = appendReason(uniq, x)
 	}
-	err := r.transitionLocked(ctx, FailSafe, true, uniq, &TransitionData{Detail: detail, Repairs: r.repairs})
+	err := r.transitionLocked(ctx, FailSafe, true, uniq, &TransitionData{Detail: detail, Repairs: r.repairs, Cause: cause})
 	if err != nil {
 		r.closing = false
 		r.idle.Broadcast()
 		r.mu.Unlock()
 		return res, err
 	}
-	r.reasons = uniq
+	r.reasons, r.cause = uniq, cause
 	r.idle.Broadcast()
 	r.mu.Unlock()
 	r.finished(ctx)

@@ -3,9 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/subtle"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -34,7 +32,7 @@ type governance struct {
 // what a crash left open, and starts the run service, resuming runs whose
 // approvals were decided while no server ran.
 func startGovernance(ctx context.Context, e *env, f *serveFlags, st *stores, logger *slog.Logger) (*governance, error) {
-	keys, keyringPath, err := loadApprovers(f)
+	keys, keyringPath, err := loadApprovers(f, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +62,9 @@ func startGovernance(ctx context.Context, e *env, f *serveFlags, st *stores, log
 	if len(rep.Closed) > 0 || rep.RollbackFailures > 0 {
 		logger.Warn("governed runs left open by a crash were closed", "runs", len(rep.Closed), "rolled_back", rep.RolledBack, "rollback_failures", rep.RollbackFailures)
 	}
+	if len(rep.Resumable) > 0 {
+		logger.Info("governed runs whose resume a crash interrupted continue", "runs", len(rep.Resumable))
+	}
 	model := builtin.SupportModel().Ref()
 	if f.agentModel != "" {
 		if model, err = models.Resolve(f.agentModel, f.agentBaseURL); err != nil {
@@ -87,7 +88,7 @@ func startGovernance(ctx context.Context, e *env, f *serveFlags, st *stores, log
 	n := len(keys.Keys())
 	logger.Info("governance", "approver_keys", n, "keyring", keyringPath, "paused_runs", len(rep.Paused))
 	if n == 0 {
-		fmt.Fprintf(e.stderr, "agentry: no approver keys trusted: high-risk calls wait for approvals nobody can give (create one: agentry keys create NAME --dir %s)\n", filepath.Join(f.data, "keys"))
+		fmt.Fprintf(e.stderr, "agentry: no approver keys trusted yet: high-risk calls wait for approvals nobody can give (create one: agentry keys create NAME --dir %s; the server picks it up without a restart)\n", filepath.Dir(keyringPath))
 	}
 	return &governance{g: g, runs: svc,
 		approvals: approvalapi.NewHandler(g, approvalapi.Options{BearerToken: f.token, Logger: logger}),
@@ -95,17 +96,22 @@ func startGovernance(ctx context.Context, e *env, f *serveFlags, st *stores, log
 	}, nil
 }
 
-// loadApprovers reads --approvers, or the keyring of agentry keys under
-// --data when it exists; no keyring trusts nobody.
-func loadApprovers(f *serveFlags) (*govern.Keyring, string, error) {
+// loadApprovers opens --approvers, which must exist, or the keyring of
+// agentry keys under --data, which may not exist yet. The server follows
+// the file (govern.OpenKeyring): keys created while it runs are trusted
+// at their first use, keys removed stop being trusted.
+func loadApprovers(f *serveFlags, logger *slog.Logger) (*govern.Keyring, string, error) {
 	path := f.approvers
 	if path == "" {
 		path = approverkey.Dir(filepath.Join(f.data, "keys")).KeyringPath()
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return govern.NewKeyring(), "", nil
-		}
+	} else if _, err := os.Stat(path); err != nil {
+		return nil, "", fmt.Errorf("approvers: %w", err)
 	}
-	k, err := govern.LoadKeyring(path)
+	hint := "add the approver's public key to the keyring file"
+	if filepath.Base(path) == approverkey.KeyringFile {
+		hint = fmt.Sprintf("add it with `agentry keys create NAME --dir %s`", filepath.Dir(path))
+	}
+	k, err := govern.OpenKeyring(path, &govern.KeyringOptions{Hint: hint, Logger: logger})
 	if err != nil {
 		return nil, "", fmt.Errorf("approvers: %w", err)
 	}

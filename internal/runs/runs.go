@@ -54,7 +54,18 @@ type Run struct {
 	// PendingApprovals lists the approval requests a paused run waits
 	// for (decide them at /v1/approvals/{id}).
 	PendingApprovals []string `json:"pending_approvals,omitempty"`
-	Error            string   `json:"error,omitempty"`
+	// DeniedCalls lists the calls the governor refused and that did not
+	// run — denied by an approver or the policy, an approval token
+	// refused, no rollback — also of a run that delivered (the agent
+	// answered without them).
+	DeniedCalls []govern.RefusedCall `json:"denied_calls,omitempty"`
+	// Reasons are the reason codes of a run that failed safe (as in the
+	// envelope's uaicp.reasons).
+	Reasons []govern.Reason `json:"reasons,omitempty"`
+	// Error is what made the run fail safe when it came from outside the
+	// governor: a model or provider failure (reason MODEL_FAILED), with
+	// the provider's error code and message.
+	Error *govern.Cause `json:"error,omitempty"`
 }
 
 // Service runs governed agents in the background.
@@ -210,6 +221,9 @@ func (s *Service) Get(ctx context.Context, requestID string) (*Run, error) {
 	}
 	env := r.Envelope()
 	out.Envelope, out.Agent = &env, r.Resumer()
+	if refused := r.RefusedCalls(); len(refused) > 0 {
+		out.DeniedCalls = refused
+	}
 	switch {
 	case env.State == govern.Deliver && running:
 		// Journaled as delivered, its result not saved yet: a run is
@@ -222,6 +236,7 @@ func (s *Service) Get(ctx context.Context, requestID string) (*Run, error) {
 		}
 	case env.State == govern.FailSafe:
 		out.Status = FailSafe
+		out.Reasons, out.Error = r.Reasons(), r.Cause()
 	case r.Paused() && !running:
 		out.Status = Paused
 		out.PendingApprovals = r.PendingApprovals()

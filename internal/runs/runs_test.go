@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +19,9 @@ import (
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/runs"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/store/memstore"
+	"github.com/google/go-cmp/cmp"
 )
 
 type fixture struct {
@@ -26,9 +30,14 @@ type fixture struct {
 	keys    *govern.Keyring
 	priv    ed25519.PrivateKey
 	ledger  *builtin.Ledger
-	g       *govern.Governor
-	svc     *runs.Service
-	srv     *httptest.Server
+	model   llm.ModelReference // the support agent's model
+	// onDecided, when set, is called after the service handled a
+	// decision (its resume, if any, is then under way: svc.Wait waits
+	// for it).
+	onDecided func()
+	g         *govern.Governor
+	svc       *runs.Service
+	srv       *httptest.Server
 }
 
 // start builds a governor, the support agent and the service over the
@@ -38,16 +47,21 @@ func (f *fixture) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var svc *runs.Service
 	g, err := govern.New(ctx, govern.Options{Journal: f.journal, Keyring: f.keys,
-		Classes:    []govern.TaskClass{builtin.SupportClass()},
-		Rollbacks:  map[string]govern.RollbackFunc{builtin.RefundReversal: f.ledger.RollbackHandler()},
-		OnDecision: func(req govern.ApprovalRequest) { svc.OnDecision(req) }})
+		Classes:   []govern.TaskClass{builtin.SupportClass()},
+		Rollbacks: map[string]govern.RollbackFunc{builtin.RefundReversal: f.ledger.RollbackHandler()},
+		OnDecision: func(req govern.ApprovalRequest) {
+			svc.OnDecision(req)
+			if f.onDecided != nil {
+				f.onDecided()
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: builtin.SupportModel().Ref(), Tools: builtin.SupportTools(f.ledger)},
+	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: f.model, Tools: builtin.SupportTools(f.ledger)},
 		Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{Name: builtin.SupportAgentName, TaskClass: builtin.SupportTaskClass,
 			Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:test", ControlClass: govern.HumanSupervised}})}})
 	if err != nil {
@@ -63,12 +77,24 @@ func (f *fixture) start(t *testing.T) {
 }
 
 func newFixture(t *testing.T) *fixture {
+	return newFixtureWith(t, nil, llm.ModelReference{})
+}
+
+// newFixtureWith makes a fixture over j (nil: a memory journal) whose
+// support agent uses model (zero: the built-in offline model).
+func newFixtureWith(t *testing.T, j govern.Journal, model llm.ModelReference) *fixture {
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	keys := govern.NewKeyring()
 	if _, err := keys.Add("alice", pub); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{journal: govern.NewMemoryJournal(), results: memstore.New().Checkpoints(), keys: keys, priv: priv, ledger: builtin.NewLedger()}
+	if j == nil {
+		j = govern.NewMemoryJournal()
+	}
+	if model == (llm.ModelReference{}) {
+		model = builtin.SupportModel().Ref()
+	}
+	f := &fixture{journal: j, results: memstore.New().Checkpoints(), keys: keys, priv: priv, ledger: builtin.NewLedger(), model: model}
 	auditJournal(t, f.journal) // registered first: runs after every service stopped
 	f.start(t)
 	return f
@@ -108,10 +134,11 @@ func decodeRun(t *testing.T, resp *http.Response) runs.Run {
 }
 
 // waitFor polls a run until it has status (the resume runs in the
-// background).
+// background). The minute is a safety net far beyond the work, not a
+// measure: on a loaded machine a resume can take seconds.
 func (f *fixture) waitFor(t *testing.T, id string, status runs.Status) runs.Run {
 	t.Helper()
-	for range 500 {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
 		if r := f.get(t, id); r.Status == status {
 			return r
 		}
@@ -186,5 +213,114 @@ func TestBadRequests(t *testing.T) {
 	}
 	if r := f.get(t, "f47ac10b-58cc-4372-a567-0e02b2c3d479"); r.Status != "" {
 		t.Errorf("unknown run: %+v", r)
+	}
+}
+
+// deny denies an approval request as bob.
+func (f *fixture) deny(t *testing.T, id, reason string) {
+	t.Helper()
+	if _, err := f.g.Decide(context.Background(), id, govern.ApprovalInput{Approver: "bob", Reason: reason}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawRun returns GET /v1/runs/{id} as generic JSON, to read field names
+// as sent.
+func (f *fixture) rawRun(t *testing.T, id string) map[string]any {
+	t.Helper()
+	resp, err := http.Get(f.srv.URL + "/v1/runs/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRunWire(t, body)
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("GET /v1/runs/%s: %v: %s", id, err, body)
+	}
+	return m
+}
+
+// TestUAICP_7_RunReportsDeniedCalls: a run whose refund an approver denied
+// delivers (the agent answers without it) and says so: GET /v1/runs/{id}
+// lists the denied call with its approval, reasons, detail and approver —
+// from the journal, so after a restart too.
+func TestUAICP_7_RunReportsDeniedCalls(t *testing.T) {
+	f := newFixture(t)
+	code, r := f.post(t, `{"agent":"support","input":"please refund o-1001","wait":true}`)
+	if code != 200 || r.Status != runs.Paused || len(r.PendingApprovals) != 1 {
+		t.Fatalf("%d %+v", code, r)
+	}
+	approval := r.PendingApprovals[0]
+	f.deny(t, approval, "outside the refund window")
+	f.waitFor(t, r.RequestID, runs.Delivered)
+	want := map[string]any{
+		"status": "delivered",
+		"denied_calls": []any{map[string]any{
+			"tool": "refund_order", "call_id": "refund-o-1001", "approval_id": approval,
+			"reasons": []any{"APPROVAL_DENIED"}, "detail": "denied by bob: outside the refund window", "approver": "bob",
+		}},
+	}
+	for _, when := range []string{"delivered", "after a restart"} {
+		if when == "after a restart" {
+			f.srv.Close()
+			f.start(t)
+		}
+		got := f.rawRun(t, r.RequestID)
+		if diff := cmp.Diff(want, map[string]any{"status": got["status"], "denied_calls": got["denied_calls"]}); diff != "" {
+			t.Errorf("%s: run (-want +got):\n%s", when, diff)
+		}
+		if _, ok := got["error"]; ok {
+			t.Errorf("%s: a delivered run carries an error: %v", when, got["error"])
+		}
+	}
+	if log := f.ledger.Log(); len(log) != 0 {
+		t.Errorf("ledger %v: the denied refund ran", log)
+	}
+}
+
+// TestUAICP_7_RunReportsModelFailure: a run whose model fails ends in
+// fail_safe with its own reason, MODEL_FAILED (not TOOL_FAILED), and GET
+// /v1/runs/{id} carries the provider's error code and message — not the
+// Go error under it — also after a restart.
+func TestUAICP_7_RunReportsModelFailure(t *testing.T) {
+	cases := []struct {
+		name string
+		err  *llm.Error
+		want map[string]any
+	}{
+		{"rate limited", &llm.Error{Code: llm.RateLimited, Provider: "acme", Message: "rate limit exceeded, retry in 20s", StatusCode: 429,
+			Cause: errors.New("json: cannot unmarshal string into Go value of type float64")},
+			map[string]any{"code": "RATE_LIMITED", "message": "rate limit exceeded, retry in 20s", "provider": "acme", "status": float64(429)}},
+		{"unreachable, no message", &llm.Error{Code: llm.NetworkError, Provider: "acme", Cause: errors.New("dial tcp 10.0.0.1:443: connect: connection refused")},
+			map[string]any{"code": "NETWORK_ERROR", "message": "the model's provider failed", "provider": "acme"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			model := scripted.NewFunc(func(context.Context, *llm.Request) (scripted.Step, error) { return scripted.Step{}, tc.err })
+			f := newFixtureWith(t, nil, model.Ref())
+			code, r := f.post(t, `{"agent":"support","input":"status of o-1002?","wait":true}`)
+			if code != 200 || r.Status != runs.FailSafe {
+				t.Fatalf("%d %+v", code, r)
+			}
+			want := map[string]any{"status": "fail_safe", "reasons": []any{"MODEL_FAILED"}, "error": tc.want}
+			for _, when := range []string{"failed", "after a restart"} {
+				if when == "after a restart" {
+					f.srv.Close()
+					f.start(t)
+				}
+				got := f.rawRun(t, r.RequestID)
+				if diff := cmp.Diff(want, map[string]any{"status": got["status"], "reasons": got["reasons"], "error": got["error"]}); diff != "" {
+					t.Errorf("%s: run (-want +got):\n%s", when, diff)
+				}
+				if b, _ := json.Marshal(got); strings.Contains(string(b), "Go value") || strings.Contains(string(b), "dial tcp") {
+					t.Errorf("%s: the run leaks the Go error: %s", when, b)
+				}
+			}
+		})
 	}
 }
