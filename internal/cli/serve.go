@@ -93,14 +93,17 @@ a WebSocket, and an open demo would run an agent for anyone.
 
 UAICP-0.3 (governed agent runs): POST /v1/runs starts a run of the
 built-in "support" agent ({"agent":"support","input":"refund o-1001",
-"wait":true}), GET /v1/runs/{id} reports it. Every tool call is gated by
+"wait":true}), GET /v1/runs/{id} reports it (?wait=30s: once it has
+delivered, failed safe or paused for a human). Every tool call is gated by
 its risk tier; a refund (write_high_risk) pauses the run until a human
 approves it: GET /v1/approvals, POST /v1/approvals/{id}, or
 "agentry approve ID --as NAME" with a key made by "agentry keys create".
 Approver keys are trusted from --approvers (default: the keyring of
-"agentry keys" under --data). The audit journal lives in the store; runs
-a crash left open are rolled back and closed at startup, paused runs
-resume once decided.
+"agentry keys" under --data), re-read when a token names a key it does
+not know (keys created while serving are trusted without a restart). The
+audit journal lives in the store; at startup, a run a crash left in
+doubt is rolled back and closed, a run whose approved calls had not
+started goes on, and paused runs resume once decided.
 
 UAMP-1.0 (signed agent messaging) on the TLS 1.3 listener --tls-addr
 only, never on --addr: POST /v1/messages, GET /v1/stream/{id} (SSE),

@@ -262,7 +262,7 @@ func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/runs", s.post)
 	mux.HandleFunc("GET /v1/runs", s.list)
-	mux.HandleFunc("GET /v1/runs/{id}", s.get)
+	mux.HandleFunc("GET /v1/runs/{id}", s.get) // ?wait=DURATION: until the run is settled
 	return mux
 }
 
@@ -319,16 +319,70 @@ func (s *Service) post(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) get(w http.ResponseWriter, r *http.Request) {
-	run, err := s.Get(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	var wait time.Duration
+	if q := r.URL.Query().Get("wait"); q != "" {
+		d, err := time.ParseDuration(q)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, "BAD_REQUEST", `wait must be a duration such as "30s"`)
+			return
+		}
+		wait = min(d, MaxWait)
+	}
+	run, err := s.Get(r.Context(), id)
+	if err == nil && wait > 0 {
+		run, err = s.waitSettled(r.Context(), id, run, wait)
+	}
 	switch {
 	case errors.Is(err, govern.ErrUnknownRun):
 		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such run")
 	case err != nil:
-		s.log.Error("runs: reading a run", "request_id", r.PathValue("id"), "error", err)
+		s.log.Error("runs: reading a run", "request_id", id, "error", err)
 		writeError(w, http.StatusInternalServerError, "INTERNAL", "internal error")
 	default:
 		writeJSON(w, http.StatusOK, run)
 	}
+}
+
+// settled reports whether a run waits for nothing this server does: it
+// delivered, failed safe, or is paused for a human's decision.
+func settled(run *Run) bool {
+	switch run.Status {
+	case Delivered, FailSafe:
+		return true
+	case Paused:
+		return len(run.PendingApprovals) > 0
+	}
+	return false
+}
+
+// waitSettled waits, up to wait or the end of ctx, until the run is
+// settled, and returns it as it is then. A decided run resumes in the
+// background (OnDecision), so a client that decided it reads the run
+// that followed with GET /v1/runs/{id}?wait=30s.
+func (s *Service) waitSettled(ctx context.Context, id string, run *Run, wait time.Duration) (*Run, error) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	poll := time.NewTicker(50 * time.Millisecond) // a resume that has not started yet is seen only in the journal
+	defer poll.Stop()
+	for !settled(run) {
+		s.mu.Lock()
+		done := s.running[id]
+		s.mu.Unlock()
+		select {
+		case <-done: // nil when not running here: only the other cases
+		case <-poll.C:
+		case <-deadline.C:
+			return run, nil
+		case <-ctx.Done():
+			return run, nil
+		}
+		var err error
+		if run, err = s.Get(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return run, nil
 }
 
 // list answers the agents this service runs.

@@ -324,3 +324,40 @@ func TestUAICP_7_RunReportsModelFailure(t *testing.T) {
 		})
 	}
 }
+
+// GET /v1/runs/{id}?wait=DURATION answers once the run is settled: right
+// after an approval it waits through the resume (which starts in the
+// background) until the run delivered; a run paused for a human is
+// settled at once; a bad duration is a 400.
+func TestGetWaitsUntilSettled(t *testing.T) {
+	f := newFixture(t)
+	_, r := f.post(t, `{"agent":"support","input":"please refund o-1001","wait":true}`)
+	if r.Status != runs.Paused {
+		t.Fatalf("%+v", r)
+	}
+	resp, err := http.Get(f.srv.URL + "/v1/runs/" + r.RequestID + "?wait=1h") // paused for a human: settled
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeRun(t, resp); got.Status != runs.Paused {
+		t.Fatalf("paused run with ?wait: %+v", got)
+	}
+	f.approve(t, r.PendingApprovals[0])
+	resp, err = http.Get(f.srv.URL + "/v1/runs/" + r.RequestID + "?wait=100s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := decodeRun(t, resp); got.Status != runs.Delivered || got.Output == "" {
+		t.Errorf("after the approval, ?wait answered %+v", got)
+	}
+	for _, q := range []string{"soon", "-1s"} {
+		resp, err := http.Get(f.srv.URL + "/v1/runs/" + r.RequestID + "?wait=" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("wait=%s: %s", q, resp.Status)
+		}
+	}
+}
