@@ -25,10 +25,10 @@ func uampCmd(e *env) *cobra.Command {
 
 An envelope is signed with a detached compact JWS (EdDSA or ES256) over the
 RFC 8785 canonical form of the envelope without "sig"; keys are JWKs.`,
-		Example: `  agentry uamp keygen --alg EdDSA --kid client-1 --out client.jwk > client.pub.jwk
-  agentry uamp sign --key client.jwk ask.json > ask.signed.json
-  agentry uamp verify --keys client.pub.jwk ask.signed.json
-  agentry uamp send https://127.0.0.1:8443 ask.json --key client.jwk --ca agentry-data/tls/cert.pem`,
+		Example: `  agentry uamp keygen --alg EdDSA --kid client-1 --out ~/.config/agentry/client.jwk > ~/.config/agentry/client.pub.jwk
+  agentry uamp sign --key ~/.config/agentry/client.jwk ask.json > ask.signed.json
+  agentry uamp verify --keys ~/.config/agentry/client.pub.jwk ask.signed.json
+  agentry uamp send https://127.0.0.1:8443 ask.json --key ~/.config/agentry/client.jwk --ca agentry-data/tls/cert.pem`,
 	}
 	cmd.AddCommand(uampKeygenCmd(e), uampSignCmd(e), uampVerifyCmd(e), uampSendCmd(e))
 	return cmd

@@ -175,7 +175,7 @@ func newTLSService(ctx context.Context, e *env, f *serveFlags, st *stores, logge
 	logger.Info("UAMP serving", "url", svc.url, "did", did, "certificate", certDesc, "trusted_keys", n, "trust", trustPath)
 	fmt.Fprintf(e.stderr, "agentry: UAMP on %s as %s (echo agent; %s)\n", svc.url, did, certDesc)
 	if n == 0 {
-		fmt.Fprintf(e.stderr, "agentry: UAMP trusts no client key: every envelope is refused (agentry uamp keygen --out client.jwk > client.pub.jwk, then --uamp-trust client.pub.jwk)\n")
+		fmt.Fprintf(e.stderr, "agentry: UAMP trusts no client key: every envelope is refused (agentry uamp keygen --out ~/.config/agentry/client.jwk > ~/.config/agentry/client.pub.jwk, then --uamp-trust ~/.config/agentry/client.pub.jwk: keep private keys out of a repository)\n")
 	}
 	return svc, nil
 }
