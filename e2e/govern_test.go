@@ -56,6 +56,13 @@ func decodeRun(t *testing.T, body []byte) runView {
 	return decodeJSON[runView](t, "run", string(body))
 }
 
+// waitRun reads a run once it is settled (GET /v1/runs/{id}?wait=):
+// delivered, failed safe, or paused for a human; after 100 s as it is.
+func waitRun(t *testing.T, base, id string) runView {
+	t.Helper()
+	return getRun(t, base, id+"?wait=100s")
+}
+
 func getRun(t *testing.T, base, id string) runView {
 	t.Helper()
 	resp, err := http.Get(base + "/v1/runs/" + id)
@@ -120,16 +127,9 @@ func TestUAICP_5_3_ApprovalSurvivesKill(t *testing.T) {
 		t.Fatalf("agentry approve: exit %d\n%s%s", code, out, errs)
 	}
 
-	var got runView
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		got = getRun(t, srv.URL, run.RequestID)
-		if got.Status != "paused" && got.Status != "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run did not finish after the approval: %+v", got)
-		}
-		time.Sleep(50 * time.Millisecond)
+	got := waitRun(t, srv.URL, run.RequestID)
+	if got.Status == "paused" || got.Status == "running" {
+		t.Fatalf("the run did not finish after the approval: %+v", got)
 	}
 	if got.Status != "delivered" || got.Envelope.State != "deliver" || got.Envelope.Outcome != "success" || !strings.Contains(got.Output, "o-1001") {
 		t.Fatalf("run after approval: %+v", got)
@@ -281,16 +281,9 @@ func TestUAICP_5_3_ApprovedRefundSurvivesKill(t *testing.T) {
 
 	model.answer.Store(true)
 	srv = startServer(t, args...)
-	var got runView
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		got = getRun(t, srv.URL, run.RequestID)
-		if got.Status != "paused" && got.Status != "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run did not finish after the restart: %+v\n%s", got, srv.output.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	got := waitRun(t, srv.URL, run.RequestID)
+	if got.Status == "paused" || got.Status == "running" {
+		t.Fatalf("the run did not finish after the restart: %+v\n%s", got, srv.output.String())
 	}
 	if got.Status != "delivered" || got.Envelope.Outcome != "success" || !strings.Contains(got.Output, "o-1001") {
 		t.Fatalf("run after the restart: %+v\n%s", got, srv.output.String())
@@ -357,16 +350,9 @@ func TestDESIGN_5_KeysCreatedWhileServing(t *testing.T) {
 	if code, out, errs := runCLI(t, "approve", run.PendingApprovals[0], "--as", "alice", "--dir", keys, "--server", srv.URL); code != 0 {
 		t.Fatalf("agentry approve after keys create, without a restart: exit %d\n%s%s", code, out, errs)
 	}
-	var got runView
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		got = getRun(t, srv.URL, run.RequestID)
-		if got.Status != "paused" && got.Status != "running" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the run did not finish after the approval: %+v", got)
-		}
-		time.Sleep(50 * time.Millisecond)
+	got := waitRun(t, srv.URL, run.RequestID)
+	if got.Status == "paused" || got.Status == "running" {
+		t.Fatalf("the run did not finish after the approval: %+v", got)
 	}
 	if got.Status != "delivered" || !strings.Contains(got.Output, "o-1001") {
 		t.Fatalf("run after approval: %+v", got)
