@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/internal/ids"
@@ -605,20 +604,28 @@ func TestResumeContinuesTheRun(t *testing.T) {
 func TestUAP_8_3_SequentialAndDependsOn(t *testing.T) {
 	var mu sync.Mutex
 	var order []string
-	mk := func(name string, d time.Duration) llm.Tool {
+	mk := func(name string, before, after func()) llm.Tool {
 		return llm.Tool{Name: name, Run: func(context.Context, map[string]any) (any, error) {
-			time.Sleep(d)
+			if before != nil {
+				before()
+			}
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
+			if after != nil {
+				after()
+			}
 			return name, nil
 		}}
 	}
+	// fetch runs once "other" of its round ran: the order within a round
+	// is decided by the dependencies and this, never by timing.
+	otherRan := make(chan struct{}, 2)
 	tools := []llm.Tool{
-		mk("fetch", 30*time.Millisecond),
-		agent.DependsOn(mk("parse", 0), "fetch"),
-		mk("other", 0),
-		agent.Sequential(mk("commit", 0)),
+		mk("fetch", func() { <-otherRan }, nil),
+		agent.DependsOn(mk("parse", nil, nil), "fetch"),
+		mk("other", nil, func() { otherRan <- struct{}{} }),
+		agent.Sequential(mk("commit", nil, nil)),
 	}
 	calls := func(names ...string) scripted.Step {
 		var c []llm.ToolCall
@@ -637,7 +644,7 @@ func TestUAP_8_3_SequentialAndDependsOn(t *testing.T) {
 	if diff := cmp.Diff(want, order); diff != "" {
 		t.Errorf("order (-want +got):\n%s", diff)
 	}
-	cyclic := []llm.Tool{agent.DependsOn(mk("a", 0), "b"), agent.DependsOn(mk("b", 0), "a")}
+	cyclic := []llm.Tool{agent.DependsOn(mk("a", nil, nil), "b"), agent.DependsOn(mk("b", nil, nil), "a")}
 	if _, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.New().Ref(), Tools: cyclic}}); err == nil || !strings.Contains(err.Error(), "cycle") {
 		t.Errorf("cyclic dependsOn accepted: %v", err)
 	}

@@ -207,7 +207,10 @@ func TestWS_Loopback(t *testing.T) {
 
 func TestHTTP_Loopback(t *testing.T) {
 	app := loopbackApp(t)
-	h := uicontrol.NewHTTPHandler(app.Serve, &uicontrol.HTTPOptions{IdleTimeout: 200 * time.Millisecond, Logger: discard})
+	// The idle timeout is far beyond the reopening of a broken stream
+	// (milliseconds on loopback), even on a loaded machine, and is waited
+	// out once, below, when the network stays down.
+	h := uicontrol.NewHTTPHandler(app.Serve, &uicontrol.HTTPOptions{IdleTimeout: 3 * time.Second, Logger: discard})
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { srv.Close(); _ = h.Close() })
 	var net connTracker
