@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/agentry-dev/agentry/llm"
@@ -52,67 +53,71 @@ func resultsOf(t *testing.T, m *scripted.Model, i int) []llm.ToolResult {
 }
 
 func TestUPP_5_5_CallsOfOneRoundRunConcurrently(t *testing.T) {
-	var started sync.WaitGroup
-	started.Add(3)
-	barrier := func(ctx context.Context, _ map[string]any) (any, error) {
-		started.Done()
-		done := make(chan struct{})
-		go func() { started.Wait(); close(done) }()
-		select {
-		case <-done: // every call is running at the same time
-			return "ok", nil
-		case <-time.After(5 * time.Second):
-			return nil, errors.New("calls did not run concurrently")
+	synctest.Test(t, func(t *testing.T) {
+		var started sync.WaitGroup
+		started.Add(3)
+		barrier := func(ctx context.Context, _ map[string]any) (any, error) {
+			started.Done()
+			done := make(chan struct{})
+			go func() { started.Wait(); close(done) }()
+			select {
+			case <-done: // every call is running at the same time
+				return "ok", nil
+			case <-time.After(5 * time.Second):
+				return nil, errors.New("calls did not run concurrently")
+			}
 		}
-	}
-	tool := llm.Tool{Name: "barrier", Run: barrier}
-	m := scripted.NewT(t,
-		scripted.Step{ToolCalls: []llm.ToolCall{call("a", "barrier", nil), call("b", "barrier", nil), call("c", "barrier", nil)}},
-		scripted.Step{Text: "done"})
-	turn, err := newLLM(t, m, llm.LLMOptions{Tools: []llm.Tool{tool}}).Generate(context.Background(), nil, llm.Text("go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range turn.ToolExecutions {
-		if x.IsError {
-			t.Errorf("%s: %v", x.ToolCallID, x.Result)
+		tool := llm.Tool{Name: "barrier", Run: barrier}
+		m := scripted.NewT(t,
+			scripted.Step{ToolCalls: []llm.ToolCall{call("a", "barrier", nil), call("b", "barrier", nil), call("c", "barrier", nil)}},
+			scripted.Step{Text: "done"})
+		turn, err := newLLM(t, m, llm.LLMOptions{Tools: []llm.Tool{tool}}).Generate(context.Background(), nil, llm.Text("go"))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		for _, x := range turn.ToolExecutions {
+			if x.IsError {
+				t.Errorf("%s: %v", x.ToolCallID, x.Result)
+			}
+		}
+	})
 }
 
 func TestUPP_5_5_ResultsInCallOrderExecutionsInCompletionOrder(t *testing.T) {
-	slow := llm.Tool{Name: "slow", Run: func(ctx context.Context, _ map[string]any) (any, error) {
-		time.Sleep(30 * time.Millisecond)
-		return "slow result", nil
-	}}
-	fast := llm.Tool{Name: "fast", Run: func(context.Context, map[string]any) (any, error) { return "fast result", nil }}
-	m := scripted.NewT(t,
-		scripted.Step{ToolCalls: []llm.ToolCall{call("1", "slow", nil), call("2", "fast", nil)}},
-		scripted.Step{Text: "done"})
-	turn, err := newLLM(t, m, llm.LLMOptions{Tools: []llm.Tool{slow, fast}}).Generate(context.Background(), nil, llm.Text("go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []llm.ToolResult{{ToolCallID: "1", Result: "slow result"}, {ToolCallID: "2", Result: "fast result"}}
-	if diff := cmp.Diff(want, resultsOf(t, m, 1)); diff != "" {
-		t.Errorf("results sent (-want +got):\n%s", diff)
-	}
-	// one tool result message for the round
-	var trMsgs int
-	for _, msg := range turn.Messages {
-		if msg.Type() == llm.TypeToolResult {
-			trMsgs++
+	synctest.Test(t, func(t *testing.T) {
+		slow := llm.Tool{Name: "slow", Run: func(ctx context.Context, _ map[string]any) (any, error) {
+			time.Sleep(30 * time.Millisecond)
+			return "slow result", nil
+		}}
+		fast := llm.Tool{Name: "fast", Run: func(context.Context, map[string]any) (any, error) { return "fast result", nil }}
+		m := scripted.NewT(t,
+			scripted.Step{ToolCalls: []llm.ToolCall{call("1", "slow", nil), call("2", "fast", nil)}},
+			scripted.Step{Text: "done"})
+		turn, err := newLLM(t, m, llm.LLMOptions{Tools: []llm.Tool{slow, fast}}).Generate(context.Background(), nil, llm.Text("go"))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if trMsgs != 1 {
-		t.Errorf("%d tool result messages, want 1 for the round", trMsgs)
-	}
-	if len(turn.ToolExecutions) != 2 || turn.ToolExecutions[0].ToolCallID != "2" || turn.ToolExecutions[1].ToolCallID != "1" {
-		t.Errorf("executions %+v, want completion order 2, 1", turn.ToolExecutions)
-	}
-	if turn.ToolExecutions[1].Duration < 30*time.Millisecond {
-		t.Errorf("slow tool duration %v", turn.ToolExecutions[1].Duration)
-	}
+		want := []llm.ToolResult{{ToolCallID: "1", Result: "slow result"}, {ToolCallID: "2", Result: "fast result"}}
+		if diff := cmp.Diff(want, resultsOf(t, m, 1)); diff != "" {
+			t.Errorf("results sent (-want +got):\n%s", diff)
+		}
+		// one tool result message for the round
+		var trMsgs int
+		for _, msg := range turn.Messages {
+			if msg.Type() == llm.TypeToolResult {
+				trMsgs++
+			}
+		}
+		if trMsgs != 1 {
+			t.Errorf("%d tool result messages, want 1 for the round", trMsgs)
+		}
+		if len(turn.ToolExecutions) != 2 || turn.ToolExecutions[0].ToolCallID != "2" || turn.ToolExecutions[1].ToolCallID != "1" {
+			t.Errorf("executions %+v, want completion order 2, 1", turn.ToolExecutions)
+		}
+		if turn.ToolExecutions[1].Duration != 30*time.Millisecond {
+			t.Errorf("slow tool duration %v, want 30ms", turn.ToolExecutions[1].Duration)
+		}
+	})
 }
 
 func toolRounds(n int) []scripted.Step {
@@ -533,14 +538,16 @@ func TestUPP_9_1_TurnDrainsWithoutIteration(t *testing.T) {
 }
 
 func TestUPP_9_1_BreakingOutCancels(t *testing.T) {
-	m := scripted.New(scripted.Step{Text: strings.Repeat("word ", 500), ChunkDelay: time.Millisecond})
-	s := newLLM(t, m, llm.LLMOptions{}).Stream(context.Background(), nil, llm.Text("go"))
-	for range s.Events() {
-		break
-	}
-	if _, err := s.Turn(); !errors.Is(err, llm.Cancelled) {
-		t.Errorf("Turn after break = %v, want CANCELLED", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		m := scripted.New(scripted.Step{Text: strings.Repeat("word ", 500), ChunkDelay: time.Millisecond})
+		s := newLLM(t, m, llm.LLMOptions{}).Stream(context.Background(), nil, llm.Text("go"))
+		for range s.Events() {
+			break
+		}
+		if _, err := s.Turn(); !errors.Is(err, llm.Cancelled) {
+			t.Errorf("Turn after break = %v, want CANCELLED", err)
+		}
+	})
 }
 
 func TestUPP_10_MiddlewareOrderAndStreamTransform(t *testing.T) {
@@ -740,41 +747,43 @@ func TestRoundFrom(t *testing.T) {
 }
 
 func TestToolScheduleOrdersCalls(t *testing.T) {
-	var mu sync.Mutex
-	var order []string
-	mk := func(name string, d time.Duration) llm.Tool {
-		return llm.Tool{Name: name, Run: func(context.Context, map[string]any) (any, error) {
-			time.Sleep(d)
-			mu.Lock()
-			order = append(order, name)
-			mu.Unlock()
-			return name, nil
-		}}
-	}
-	tools := []llm.Tool{mk("a", 20*time.Millisecond), mk("b", 0), mk("c", 0)}
-	for name, tc := range map[string]struct {
-		preds [][]int
-		want  string
-	}{
-		"c after a, b free": {[][]int{nil, nil, {0}}, "b a c"},
-		"chain":             {[][]int{{1}, {2}, nil}, "c b a"},
-		"cyclic → in order": {[][]int{{2}, {0}, {1}}, "a b c"},
-		"out of range":      {[][]int{{7}, nil, nil}, "a b c"},
-	} {
-		order = nil
-		m := scripted.NewT(t, scripted.Step{ToolCalls: []llm.ToolCall{call("1", "a", nil), call("2", "b", nil), call("3", "c", nil)}}, scripted.Step{Text: "ok"})
-		preds := tc.preds
-		_, err := newLLM(t, m, llm.LLMOptions{Tools: tools, ToolStrategy: &llm.ToolUseStrategy{
-			Schedule: func([]llm.ToolCall) [][]int { return preds },
-		}}).Generate(context.Background(), nil, llm.Text("go"))
-		if err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var order []string
+		mk := func(name string, d time.Duration) llm.Tool {
+			return llm.Tool{Name: name, Run: func(context.Context, map[string]any) (any, error) {
+				time.Sleep(d)
+				mu.Lock()
+				order = append(order, name)
+				mu.Unlock()
+				return name, nil
+			}}
 		}
-		if got := strings.Join(order, " "); got != tc.want {
-			t.Errorf("%s: order %q, want %q", name, got, tc.want)
+		tools := []llm.Tool{mk("a", 20*time.Millisecond), mk("b", 0), mk("c", 0)}
+		for name, tc := range map[string]struct {
+			preds [][]int
+			want  string
+		}{
+			"c after a, b free": {[][]int{nil, nil, {0}}, "b a c"},
+			"chain":             {[][]int{{1}, {2}, nil}, "c b a"},
+			"cyclic → in order": {[][]int{{2}, {0}, {1}}, "a b c"},
+			"out of range":      {[][]int{{7}, nil, nil}, "a b c"},
+		} {
+			order = nil
+			m := scripted.NewT(t, scripted.Step{ToolCalls: []llm.ToolCall{call("1", "a", nil), call("2", "b", nil), call("3", "c", nil)}}, scripted.Step{Text: "ok"})
+			preds := tc.preds
+			_, err := newLLM(t, m, llm.LLMOptions{Tools: tools, ToolStrategy: &llm.ToolUseStrategy{
+				Schedule: func([]llm.ToolCall) [][]int { return preds },
+			}}).Generate(context.Background(), nil, llm.Text("go"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(order, " "); got != tc.want {
+				t.Errorf("%s: order %q, want %q", name, got, tc.want)
+			}
+			if got := resultsOf(t, m, 1); got[0].Result != "a" || got[2].Result != "c" {
+				t.Errorf("%s: results not in call order: %v", name, got)
+			}
 		}
-		if got := resultsOf(t, m, 1); got[0].Result != "a" || got[2].Result != "c" {
-			t.Errorf("%s: results not in call order: %v", name, got)
-		}
-	}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/agentry-dev/agentry/llm"
@@ -45,22 +46,25 @@ func TestUPP_4_3_OnlyRetryableCodesAreRetried(t *testing.T) {
 }
 
 func TestUPP_4_3_RetryToSuccessHonouringRetryAfter(t *testing.T) {
-	calls := 0
-	start := time.Now()
-	v, err := llm.DoWithRetry(context.Background(), llm.ExponentialBackoff{BaseDelay: time.Microsecond}, 0, "p",
-		func(context.Context) (string, error) {
-			calls++
-			if calls < 3 {
-				return "", rateLimited(20 * time.Millisecond)
-			}
-			return "ok", nil
-		})
-	if err != nil || v != "ok" || calls != 3 {
-		t.Fatalf("v %q, err %v, calls %d", v, err, calls)
-	}
-	if time.Since(start) < 40*time.Millisecond {
-		t.Errorf("Retry-After not honoured: finished in %v", time.Since(start))
-	}
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		start := time.Now()
+		v, err := llm.DoWithRetry(context.Background(), llm.ExponentialBackoff{BaseDelay: time.Microsecond, NoJitter: true}, 0, "p",
+			func(context.Context) (string, error) {
+				calls++
+				if calls < 3 {
+					return "", rateLimited(20 * time.Millisecond)
+				}
+				return "ok", nil
+			})
+		if err != nil || v != "ok" || calls != 3 {
+			t.Fatalf("v %q, err %v, calls %d", v, err, calls)
+		}
+		// Two waits of the provider's 20 ms, longer than the backoff's.
+		if d, want := time.Since(start), 40*time.Millisecond; d != want {
+			t.Errorf("finished after %v, want %v: Retry-After not honoured", d, want)
+		}
+	})
 }
 
 func TestUPP_4_3_RetryAfterIsCapped(t *testing.T) {
@@ -82,15 +86,17 @@ type retryFunc func(*llm.Error, int) (time.Duration, bool)
 func (f retryFunc) OnRetry(e *llm.Error, n int) (time.Duration, bool) { return f(e, n) }
 
 func TestUPP_4_3_WaitEndsWithContext(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := llm.DoWithRetry(ctx, llm.LinearBackoff{Delay: time.Hour}, 0, "p", func(context.Context) (int, error) {
-		return 0, llm.NewError(llm.ProviderError, "p", "down", nil)
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := llm.DoWithRetry(ctx, llm.LinearBackoff{Delay: time.Hour}, 0, "p", func(context.Context) (int, error) {
+			return 0, llm.NewError(llm.ProviderError, "p", "down", nil)
+		})
+		if d := time.Since(start); !errors.Is(err, llm.Timeout) || d != 20*time.Millisecond {
+			t.Errorf("err %v after %v, want TIMEOUT after the context's 20ms", err, d)
+		}
 	})
-	if !errors.Is(err, llm.Timeout) || time.Since(start) > time.Second {
-		t.Errorf("err %v after %v", err, time.Since(start))
-	}
 }
 
 func TestUPP_4_3_StrategyDelays(t *testing.T) {
@@ -135,26 +141,39 @@ func TestUPP_4_3_StrategyDelays(t *testing.T) {
 }
 
 func TestUPP_4_3_TokenBucketPaces(t *testing.T) {
-	tb := llm.NewTokenBucket(2, 1000, 1) // 2 tokens, 1 per ms
-	if tb.BeforeRequest() != 0 || tb.BeforeRequest() != 0 {
-		t.Error("a full bucket made a request wait")
-	}
-	if d := tb.BeforeRequest(); d <= 0 || d > 2*time.Millisecond {
-		t.Errorf("empty bucket wait = %v, want about 1ms", d)
-	}
-	tb.Reset()
-	if tb.BeforeRequest() != 0 {
-		t.Error("Reset did not refill")
-	}
-	calls := 0
-	_, err := llm.DoWithRetry(context.Background(), llm.NewTokenBucket(1, 1000, 2), 0, "p", func(context.Context) (int, error) {
-		calls++
-		if calls < 3 {
-			return 0, llm.NewError(llm.NetworkError, "p", "x", nil)
+	// In a bubble no time passes between the calls unless a test sleeps,
+	// so the bucket's refill is exact.
+	synctest.Test(t, func(t *testing.T) {
+		tb := llm.NewTokenBucket(2, 1000, 1) // 2 tokens, 1 per ms
+		if tb.BeforeRequest() != 0 || tb.BeforeRequest() != 0 {
+			t.Error("a full bucket made a request wait")
 		}
-		return 1, nil
+		if d := tb.BeforeRequest(); d != time.Millisecond {
+			t.Errorf("empty bucket wait = %v, want 1ms", d)
+		}
+		time.Sleep(3 * time.Millisecond) // refills the 2 tokens, and the one owed
+		if d := tb.BeforeRequest(); d != 0 {
+			t.Errorf("wait after a refill = %v, want 0", d)
+		}
+		tb.Reset()
+		if tb.BeforeRequest() != 0 {
+			t.Error("Reset did not refill")
+		}
+		calls := 0
+		start := time.Now()
+		_, err := llm.DoWithRetry(context.Background(), llm.NewTokenBucket(1, 1000, 2), 0, "p", func(context.Context) (int, error) {
+			calls++
+			if calls < 3 {
+				return 0, llm.NewError(llm.NetworkError, "p", "x", nil)
+			}
+			return 1, nil
+		})
+		if err != nil || calls != 3 {
+			t.Errorf("token bucket retries: %d calls, %v", calls, err)
+		}
+		// Each retry waits one token interval, which refills the token.
+		if d, want := time.Since(start), 2*time.Millisecond; d != want {
+			t.Errorf("retries took %v, want %v", d, want)
+		}
 	})
-	if err != nil || calls != 3 {
-		t.Errorf("token bucket retries: %d calls, %v", calls, err)
-	}
 }

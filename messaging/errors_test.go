@@ -343,7 +343,13 @@ func fakeStream(t *testing.T, deltas ...string) *testEnv {
 		for i, d := range deltas {
 			c.Write(r.Context(), websocket.MessageBinary, appendFrame(nil, frame(i, d)))
 		}
-		time.Sleep(100 * time.Millisecond)
+		// Keep the connection open until the client closes it: closing it
+		// here could reach the client before its verdict on the frames.
+		for {
+			if _, _, err := c.Read(r.Context()); err != nil {
+				return
+			}
+		}
 	})
 	env.hs.Config.Handler = mux
 	return env

@@ -51,10 +51,10 @@ func TestUAMP_7_Echo(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(patience)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
+			t.Fatalf("condition not met within %v", patience)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -168,7 +168,7 @@ func TestUAMP_5_ResumeAfterDrop(t *testing.T) {
 			if last.Type != envelope.DeltaDone || last.Seq != 1000 {
 				t.Fatalf("final %+v", last)
 			}
-			if err := h.waitEnded(t, 5*time.Second); err != nil {
+			if err := h.waitEnded(t); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -199,7 +199,7 @@ func TestUAMP_4_1_CancelMidStream(t *testing.T) {
 			if last.Type != envelope.DeltaCancel {
 				t.Fatalf("final %s", last.Type)
 			}
-			if err := h.waitEnded(t, 2*time.Second); !errors.Is(err, errCancelled) {
+			if err := h.waitEnded(t); !errors.Is(err, errCancelled) {
 				t.Fatalf("producer ended with %v", err)
 			}
 			t.Logf("stream ended %v after the cancel", time.Since(cancelledAt))
@@ -219,7 +219,7 @@ func TestUAMP_4_1_CancelMidStream(t *testing.T) {
 					break
 				}
 			}
-			if err := h.waitEnded(t, 2*time.Second); !errors.Is(err, errCancelled) {
+			if err := h.waitEnded(t); !errors.Is(err, errCancelled) {
 				t.Fatalf("producer ended with %v", err)
 			}
 		})
@@ -321,10 +321,10 @@ func TestUAMP_5_ServerClose(t *testing.T) {
 				if err == nil {
 					t.Fatal("stream ended without an error")
 				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("client still iterating 5s after Server.Close")
+			case <-time.After(patience):
+				t.Fatalf("client still iterating %v after Server.Close", patience)
 			}
-			if err := h.waitEnded(t, 2*time.Second); !errors.Is(err, context.Canceled) {
+			if err := h.waitEnded(t); !errors.Is(err, context.Canceled) {
 				t.Fatalf("producer ended with %v", err)
 			}
 		})

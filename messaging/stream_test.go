@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/agentry-dev/agentry/envelope"
@@ -15,7 +16,7 @@ func rawFrame(dst []byte, _ int64, delta []byte) []byte { return appendFrame(dst
 // readAll drains c's available deltas, decoding them.
 func readDeltas(t *testing.T, c *cursor) ([]*envelope.Delta, bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	buf, final, err := c.read(ctx, nil, 1<<20, nil, rawFrame)
 	if err != nil {
@@ -39,38 +40,47 @@ func readDeltas(t *testing.T, c *cursor) ([]*envelope.Delta, bool) {
 	}
 }
 
+// TestUAMP_5_WindowBlocksProducer runs in a bubble: synctest.Wait shows
+// a Send blocked, not merely slow, and time passes only while it is.
 func TestUAMP_5_WindowBlocksProducer(t *testing.T) {
-	s := newStream(context.Background(), "str-1", "did:web:c", "r", 4, 0)
-	ctx := context.Background()
-	for i := range 4 {
-		if err := s.Send(ctx, envelope.DeltaChunk, []byte(`{"i":1}`)); err != nil {
-			t.Fatal(i, err)
+	synctest.Test(t, func(t *testing.T) {
+		s := newStream(context.Background(), "str-1", "did:web:c", "r", 4, 0)
+		ctx := context.Background()
+		for i := range 4 {
+			if err := s.Send(ctx, envelope.DeltaChunk, []byte(`{"i":1}`)); err != nil {
+				t.Fatal(i, err)
+			}
 		}
-	}
-	// The fifth blocks until an ACK.
-	sent := make(chan error, 1)
-	go func() { sent <- s.Send(ctx, envelope.DeltaChunk, nil) }()
-	select {
-	case err := <-sent:
-		t.Fatalf("fifth Send returned %v with 4 un-ACKed deltas and a window of 4", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	if err := s.ack(0); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-sent; err != nil {
-		t.Fatal(err)
-	}
-	// An ACK beyond what was sent is refused.
-	if err := s.ack(5); !errors.Is(err, envelope.ErrMissingDeltaSeq) {
-		t.Fatalf("ack(5) = %v", err)
-	}
-	// A blocked Send returns promptly when its context ends.
-	cctx, cancel := context.WithCancel(ctx)
-	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
-	if err := s.Send(cctx, envelope.DeltaChunk, nil); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Send after cancel = %v", err)
-	}
+		// The fifth blocks until an ACK.
+		sent := make(chan error, 1)
+		go func() { sent <- s.Send(ctx, envelope.DeltaChunk, nil) }()
+		synctest.Wait()
+		select {
+		case err := <-sent:
+			t.Fatalf("fifth Send returned %v with 4 un-ACKed deltas and a window of 4", err)
+		default:
+		}
+		if err := s.ack(0); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+		// An ACK beyond what was sent is refused.
+		if err := s.ack(5); !errors.Is(err, envelope.ErrMissingDeltaSeq) {
+			t.Fatalf("ack(5) = %v", err)
+		}
+		// A blocked Send returns when its context ends, not before.
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(10*time.Millisecond, cancel)
+		start := time.Now()
+		if err := s.Send(cctx, envelope.DeltaChunk, nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Send after cancel = %v", err)
+		}
+		if d := time.Since(start); d != 10*time.Millisecond {
+			t.Errorf("blocked Send returned after %v, want at the cancel (10ms)", d)
+		}
+	})
 }
 
 func TestUAMP_5_ResumeFromLog(t *testing.T) {
@@ -117,47 +127,49 @@ func TestUAMP_5_ResumeFromLog(t *testing.T) {
 }
 
 func TestUAMP_5_CancelEndsStream(t *testing.T) {
-	s := newStream(context.Background(), "str-1", "did:web:c", "r", 2, 0)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	var sendErr error
-	go func() {
-		defer wg.Done()
-		for {
-			if sendErr = s.Send(s.ctx, envelope.DeltaChunk, nil); sendErr != nil {
-				return
+	synctest.Test(t, func(t *testing.T) {
+		s := newStream(context.Background(), "str-1", "did:web:c", "r", 2, 0)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		var sendErr error
+		go func() {
+			defer wg.Done()
+			for {
+				if sendErr = s.Send(s.ctx, envelope.DeltaChunk, nil); sendErr != nil {
+					return
+				}
 			}
+		}()
+		synctest.Wait() // the producer fills the window and blocks
+		if err := s.requestCancel(); err != nil {
+			t.Fatal(err)
 		}
-	}()
-	time.Sleep(10 * time.Millisecond)
-	if err := s.requestCancel(); err != nil {
-		t.Fatal(err)
-	}
-	wg.Wait()
-	if !errors.Is(sendErr, errCancelled) {
-		t.Fatalf("producer ended with %v", sendErr)
-	}
-	done := make(chan struct{})
-	go func() { s.finish(context.Background(), sendErr, 5*time.Second); close(done) }()
-	c, _ := s.attach(0)
-	var last *envelope.Delta
-	for last == nil || !last.Type.Final() {
-		got, _ := readDeltas(t, c)
-		last = got[len(got)-1]
-		s.ack(last.Seq)
-	}
-	<-done
-	if last.Type != envelope.DeltaCancel {
-		t.Fatalf("final delta %s", last.Type)
-	}
-	if err := s.requestCancel(); !errors.Is(err, envelope.ErrTerminal) {
-		t.Fatalf("second cancel: %v", err)
-	}
-	select {
-	case <-s.released:
-	default:
-		t.Fatal("stream not released after its final delta was ACKed")
-	}
+		wg.Wait()
+		if !errors.Is(sendErr, errCancelled) {
+			t.Fatalf("producer ended with %v", sendErr)
+		}
+		done := make(chan struct{})
+		go func() { s.finish(context.Background(), sendErr, 5*time.Second); close(done) }()
+		c, _ := s.attach(0)
+		var last *envelope.Delta
+		for last == nil || !last.Type.Final() {
+			got, _ := readDeltas(t, c)
+			last = got[len(got)-1]
+			s.ack(last.Seq)
+		}
+		<-done
+		if last.Type != envelope.DeltaCancel {
+			t.Fatalf("final delta %s", last.Type)
+		}
+		if err := s.requestCancel(); !errors.Is(err, envelope.ErrTerminal) {
+			t.Fatalf("second cancel: %v", err)
+		}
+		select {
+		case <-s.released:
+		default:
+			t.Fatal("stream not released after its final delta was ACKed")
+		}
+	})
 }
 
 func TestUAMP_5_Sequencer(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -67,6 +68,24 @@ func reply(status int, contentType, body string) http.HandlerFunc {
 }
 
 func okJSON(body string) http.HandlerFunc { return reply(200, "application/json", body) }
+
+// roundTripFunc is an http.RoundTripper.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// inMemoryClient answers with the next of handlers at each request (the
+// last one repeats) without a network, for tests in a synctest bubble,
+// where time stands still while a request is served.
+func inMemoryClient(handlers ...http.HandlerFunc) *http.Client {
+	n := 0
+	return &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		rec := httptest.NewRecorder()
+		handlers[min(n, len(handlers)-1)](rec, r)
+		n++
+		return rec.Result(), nil
+	})}
+}
 
 // testWebhook returns a webhook whose waits are recorded, not slept.
 func testWebhook(t *testing.T, h *Webhook) (*webhook, *[]time.Duration) {
@@ -238,14 +257,18 @@ func TestWebhookRetryAfter(t *testing.T) {
 		}
 	})
 	t.Run("date", func(t *testing.T) {
-		srv := newHookServer(t, limited(time.Now().Add(4*time.Second).UTC().Format(http.TimeFormat)), okJSON(`{}`))
-		wh, waits := testWebhook(t, &Webhook{URL: srv.URL, Idempotent: true})
-		if _, err := wh.run(context.Background(), testRequest); err != nil {
-			t.Fatal(err)
-		}
-		if len(*waits) != 1 || (*waits)[0] < 2*time.Second || (*waits)[0] > 4*time.Second {
-			t.Errorf("waits = %v, want about 3-4s", *waits)
-		}
+		// In a bubble the clock starts on a whole second and stands still
+		// while the answer comes: the wait is exactly the 4 s to the date.
+		synctest.Test(t, func(t *testing.T) {
+			hc := inMemoryClient(limited(time.Now().Add(4*time.Second).UTC().Format(http.TimeFormat)), okJSON(`{}`))
+			wh, waits := testWebhook(t, &Webhook{URL: "http://hook.example/", Client: hc, Idempotent: true})
+			if _, err := wh.run(t.Context(), testRequest); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]time.Duration{4 * time.Second}, *waits); diff != "" {
+				t.Errorf("waits (-want +got):\n%s", diff)
+			}
+		})
 	})
 	t.Run("too long", func(t *testing.T) {
 		srv := newHookServer(t, limited("120"), okJSON(`{}`))
@@ -257,15 +280,19 @@ func TestWebhookRetryAfter(t *testing.T) {
 		}
 	})
 	t.Run("beyond the deadline", func(t *testing.T) {
-		srv := newHookServer(t, limited("5"), okJSON(`{}`))
-		wh, waits := testWebhook(t, &Webhook{URL: srv.URL, Idempotent: true})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err := wh.run(ctx, testRequest)
-		wantError(t, err, ErrTaskUnavailable, 502, "Task 'add_to_cart' is unavailable: its webhook answered HTTP 429")
-		if len(*waits) != 0 {
-			t.Errorf("waited %v past the deadline", *waits)
-		}
+		// In a bubble, so that the 2 s left are 2 s however slow the
+		// first request: over a network a loaded machine can spend them.
+		synctest.Test(t, func(t *testing.T) {
+			hc := inMemoryClient(limited("5"), okJSON(`{}`))
+			wh, waits := testWebhook(t, &Webhook{URL: "http://hook.example/", Client: hc, Idempotent: true})
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			_, err := wh.run(ctx, testRequest)
+			wantError(t, err, ErrTaskUnavailable, 502, "Task 'add_to_cart' is unavailable: its webhook answered HTTP 429")
+			if len(*waits) != 0 {
+				t.Errorf("waited %v past the deadline", *waits)
+			}
+		})
 	})
 }
 
@@ -277,13 +304,26 @@ func TestWebhookTimeout(t *testing.T) {
 		}
 	}
 	t.Run("attempt", func(t *testing.T) {
-		srv := newHookServer(t, hang)
-		wh, _ := testWebhook(t, &Webhook{URL: srv.URL, Timeout: 50 * time.Millisecond, Idempotent: true, Retries: 1})
-		_, err := wh.run(context.Background(), testRequest)
-		wantError(t, err, ErrTaskUnavailable, 502, "Task 'add_to_cart' is unavailable: its webhook did not answer within 50ms")
-		if srv.count() != 2 {
-			t.Errorf("%d requests, want 2 (a timeout is retried)", srv.count())
-		}
+		// In a bubble: over a network a loaded machine can spend the 50 ms
+		// before a request reaches the server, which then counts one.
+		synctest.Test(t, func(t *testing.T) {
+			sent := 0
+			hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				sent++
+				<-r.Context().Done()
+				return nil, r.Context().Err()
+			})}
+			wh, _ := testWebhook(t, &Webhook{URL: "http://hook.example/", Client: hc, Timeout: 50 * time.Millisecond, Idempotent: true, Retries: 1})
+			start := time.Now()
+			_, err := wh.run(t.Context(), testRequest)
+			wantError(t, err, ErrTaskUnavailable, 502, "Task 'add_to_cart' is unavailable: its webhook did not answer within 50ms")
+			if sent != 2 {
+				t.Errorf("%d requests, want 2 (a timeout is retried)", sent)
+			}
+			if d := time.Since(start); d != 2*50*time.Millisecond {
+				t.Errorf("two attempts took %v, want 2 × 50ms", d)
+			}
+		})
 	})
 	t.Run("engine deadline", func(t *testing.T) {
 		srv := newHookServer(t, hang)

@@ -648,7 +648,7 @@ func TestStreamFailures(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake(t, tc.reply)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			s := newLLM(t, f, llm.LLMOptions{}, nil).Stream(ctx, nil, llm.Text("Hi"))
 			var last error

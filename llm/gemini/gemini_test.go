@@ -453,16 +453,13 @@ func TestRateLimitRetried(t *testing.T) {
 	cfg := f.config()
 	cfg.RetryStrategy = llm.RetryAfter{MaxRetries: 2}
 	cfg.RetryAfterMax = 10 * time.Millisecond
-	start := time.Now()
+	// testCtx ends long before the 30 s asked for, were they not capped.
 	turn, err := newLLM(t, llm.LLMOptions{Config: cfg}).Generate(testCtx(t), nil, llm.Text("Hi"))
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}
 	if turn.Text() == "" || f.count() != 2 {
 		t.Errorf("text %q after %d requests, want the reply after 2", turn.Text(), f.count())
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("retry waited %v: RetryAfterMax not honoured", d)
 	}
 }
 

@@ -388,7 +388,7 @@ func TestStream_Failures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newServer(t, tc.reply)
 			m := newLLM(t, llm.LLMOptions{Config: config(srv.URL)})
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, _, err := collect(t, m.Stream(ctx, nil, llm.Text("hi")))
 			e := asError(t, err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/agentry-dev/agentry/llm"
@@ -176,12 +177,15 @@ func TestFuncModel(t *testing.T) {
 }
 
 func TestDelayHonoursCancellation(t *testing.T) {
-	m := scripted.NewT(t, scripted.Step{Text: "late", Delay: time.Hour})
-	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref()})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	_, err := inst.Generate(ctx, nil, llm.Text("x"))
-	if !errors.Is(err, llm.Timeout) {
-		t.Errorf("err = %v, want TIMEOUT", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		m := scripted.NewT(t, scripted.Step{Text: "late", Delay: time.Hour})
+		inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref()})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := inst.Generate(ctx, nil, llm.Text("x"))
+		if d := time.Since(start); !errors.Is(err, llm.Timeout) || d != 20*time.Millisecond {
+			t.Errorf("err = %v after %v, want TIMEOUT after the context's 20ms", err, d)
+		}
+	})
 }

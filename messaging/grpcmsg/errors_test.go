@@ -45,8 +45,10 @@ func refusal(t *testing.T, call uampv1.Agent_ExchangeClient) (*envelope.Error, *
 func TestUAMP_9_GRPCMapping(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
+	blocking := make(chan struct{}, 1) // the "block" ask holds its stream
 	h := messaging.HandlerFunc(func(ctx context.Context, req *envelope.Envelope, s *messaging.Stream) error {
 		if req.Body.Content == "block" {
+			blocking <- struct{}{}
 			select {
 			case <-block:
 			case <-ctx.Done():
@@ -147,12 +149,20 @@ func TestUAMP_9_GRPCMapping(t *testing.T) {
 		}
 	})
 	t.Run("5.04 busy", func(t *testing.T) {
+		// A server of its own: the stream of the replayed envelope above,
+		// never ACKed, still holds the only slot of env (kept for resume).
+		env := newTestEnv(t, h, &messaging.Options{MaxStreams: 1, RetryAfter: 3 * time.Second})
+		withCert := env.raw(t, &clientCert.TLS)
 		first, err := withCert.Exchange(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		first.Send(envelopeFrame(signed(t, ask("block"), clientKey))) // holds the only stream
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-blocking:
+		case <-time.After(patience):
+			t.Fatalf("the first ask never reached the handler")
+		}
 		call, err := withCert.Exchange(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -324,7 +334,7 @@ func TestUAMP_6_1_GRPCTLS13Only(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
 		defer cancel()
 		c, err := uampv1.NewAgentClient(conn).Exchange(ctx)
 		if err == nil {

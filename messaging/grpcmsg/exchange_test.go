@@ -129,7 +129,7 @@ func TestUAMP_5_GRPC_WindowSlowConsumer(t *testing.T) {
 	if last.Type != envelope.DeltaDone {
 		t.Fatalf("final %s", last.Type)
 	}
-	if err := h.waitEnded(t, 5*time.Second); err != nil {
+	if err := h.waitEnded(t); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -154,7 +154,7 @@ func TestUAMP_5_GRPC_ResumeAfterDrop(t *testing.T) {
 	if last.Type != envelope.DeltaDone || last.Seq != 1000 {
 		t.Fatalf("final %+v", last)
 	}
-	if err := h.waitEnded(t, 5*time.Second); err != nil {
+	if err := h.waitEnded(t); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -223,7 +223,7 @@ func TestUAMP_4_1_GRPC_CancelMidStream(t *testing.T) {
 		if last.Type != envelope.DeltaCancel {
 			t.Fatalf("final %s", last.Type)
 		}
-		if err := h.waitEnded(t, 2*time.Second); err == nil || !strings.Contains(err.Error(), "cancelled by the requester") {
+		if err := h.waitEnded(t); err == nil || !strings.Contains(err.Error(), "cancelled by the requester") {
 			t.Fatalf("producer ended with %v", err)
 		}
 		t.Logf("stream ended %v after the cancel", time.Since(cancelledAt))
@@ -243,7 +243,7 @@ func TestUAMP_4_1_GRPC_CancelMidStream(t *testing.T) {
 				break
 			}
 		}
-		if err := h.waitEnded(t, 2*time.Second); err == nil || !strings.Contains(err.Error(), "cancelled by the requester") {
+		if err := h.waitEnded(t); err == nil || !strings.Contains(err.Error(), "cancelled by the requester") {
 			t.Fatalf("producer ended with %v", err)
 		}
 	})
@@ -260,7 +260,7 @@ func TestUAMP_4_1_GRPC_CancelMidStream(t *testing.T) {
 		// its stream (a refusal comes through Deltas): wait for the
 		// producer, or the cancel could overtake the ask (4.09, no
 		// stream yet).
-		for deadline := time.Now().Add(5 * time.Second); h.count() == 0; time.Sleep(time.Millisecond) {
+		for deadline := time.Now().Add(patience); h.count() == 0; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("the producer never started")
 			}
@@ -310,10 +310,10 @@ func TestUAMP_5_GRPC_ServerClose(t *testing.T) {
 		if err == nil {
 			t.Fatal("stream ended without an error")
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("client still iterating 5s after Server.Close")
+	case <-time.After(patience):
+		t.Fatalf("client still iterating %v after Server.Close", patience)
 	}
-	if err := h.waitEnded(t, 2*time.Second); !errors.Is(err, context.Canceled) {
+	if err := h.waitEnded(t); !errors.Is(err, context.Canceled) {
 		t.Fatalf("producer ended with %v", err)
 	}
 }
@@ -338,8 +338,13 @@ func (f *fakeAgent) Exchange(call uampv1.Agent_ExchangeServer) error {
 		b := []byte(strings.ReplaceAll(d, "%s", "str-"+bare))
 		call.Send(&uampv1.Frame{Kind: &uampv1.Frame_Deltas{Deltas: &uampv1.Deltas{Delta: [][]byte{b}}}})
 	}
-	time.Sleep(100 * time.Millisecond)
-	return nil
+	// Keep the call open until the client ends it: ending it here could
+	// reach the client before its verdict on the frames (it would resume).
+	for {
+		if _, err := call.Recv(); err != nil {
+			return nil
+		}
+	}
 }
 
 // TestUAMP_5_GRPC_ConsumerChecks: a gap is 4.09 and so is a frame after
