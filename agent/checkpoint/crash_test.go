@@ -46,13 +46,15 @@ const crashToolSteps = 50
 var killAt = []int{10, 25}
 
 // childToolDelay paces a child's run: fast to the last kill point and a
-// little beyond, so that kills land in saves, then slow, so that the
-// parent always kills the child before it completes.
+// little beyond, so that kills land in saves, then slow — 20 steps of a
+// second each, far beyond the parent's reaction even on a loaded machine
+// — so that the parent always kills the child before it completes (the
+// child is killed, so the slow steps cost the test nothing).
 func childToolDelay(n int) time.Duration {
 	if n <= killAt[len(killAt)-1]+5 {
 		return 2 * time.Millisecond
 	}
-	return 250 * time.Millisecond
+	return time.Second
 }
 
 // crashAgent builds the agent of the crash test: a function model asking
