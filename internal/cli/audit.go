@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/journal"
-	"github.com/agentry-dev/agentry/store/sqlstore"
+	"github.com/agentry-dev/agentry/store"
 	"github.com/spf13/cobra"
 )
 
@@ -56,7 +56,7 @@ func (f *auditFlags) open(ctx context.Context) (govern.Journal, func() error, er
 	if url == "memory:" {
 		return nil, nil, usageError("a memory: store keeps no journal to audit")
 	}
-	st, err := sqlstore.Open(ctx, url)
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}

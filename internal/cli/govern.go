@@ -17,6 +17,7 @@ import (
 	"github.com/agentry-dev/agentry/internal/models"
 	"github.com/agentry-dev/agentry/internal/runs"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/store"
 )
 
 // governance is what agentry serve mounts for UAICP: the approval API and
@@ -31,7 +32,7 @@ type governance struct {
 // startGovernance builds the governor on the store's journal, recovers
 // what a crash left open, and starts the run service, resuming runs whose
 // approvals were decided while no server ran.
-func startGovernance(ctx context.Context, e *env, f *serveFlags, st *stores, logger *slog.Logger) (*governance, error) {
+func startGovernance(ctx context.Context, e *env, f *serveFlags, st *store.Store, logger *slog.Logger) (*governance, error) {
 	keys, keyringPath, err := loadApprovers(f, logger)
 	if err != nil {
 		return nil, err
@@ -47,7 +48,7 @@ func startGovernance(ctx context.Context, e *env, f *serveFlags, st *stores, log
 	ledger := builtin.NewLedger()
 	var svc *runs.Service
 	g, err := govern.New(ctx, govern.Options{
-		Journal: st.journal, Node: f.node, Policy: policy, Keyring: keys, Logger: logger,
+		Journal: st.Journal(), Node: f.node, Policy: policy, Keyring: keys, Logger: logger,
 		Classes:    []govern.TaskClass{builtin.SupportClass()},
 		Rollbacks:  map[string]govern.RollbackFunc{builtin.RefundReversal: ledger.RollbackHandler()},
 		OnDecision: func(req govern.ApprovalRequest) { svc.OnDecision(req) },
@@ -81,7 +82,7 @@ func startGovernance(ctx context.Context, e *env, f *serveFlags, st *stores, log
 	if err != nil {
 		return nil, err
 	}
-	svc = runs.New(ctx, g, map[string]*agent.Agent{builtin.SupportAgentName: support}, st.results, logger)
+	svc = runs.New(ctx, g, map[string]*agent.Agent{builtin.SupportAgentName: support}, st.Checkpoints(), logger)
 	if err := svc.ResumeDecided(ctx); err != nil {
 		logger.Error("resuming decided runs", "error", err)
 	}

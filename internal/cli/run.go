@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/agent"
-	"github.com/agentry-dev/agentry/agent/checkpoint"
 	"github.com/agentry-dev/agentry/agent/execution"
 	"github.com/agentry-dev/agentry/llm"
-	"github.com/agentry-dev/agentry/store/memstore"
-	"github.com/agentry-dev/agentry/store/sqlstore"
+	"github.com/agentry-dev/agentry/store"
 	"github.com/spf13/cobra"
 )
 
@@ -62,7 +60,7 @@ addresses are as for agentry llm. ` + baseURLHelp,
 	f.register(fl)
 	fl.StringVar(&f.strategy, "strategy", "loop", "execution strategy: loop, react or plan")
 	fl.StringVar(&f.session, "session", "", "checkpoint session id: continue or resume it (created when new)")
-	fl.StringVar(&f.store, "store", DefaultStore, "checkpoint store: sqlite:///path, postgres://…, file:DIR, memory:")
+	fl.StringVar(&f.store, "store", DefaultStore, "store of the checkpoints: sqlite:///path, postgres://…, file:DIR, memory:")
 	fl.IntVar(&f.maxSteps, "max-steps", 100, "stop after this many steps; 0 for no limit (the SDK's default: the command line keeps a guard)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the raw event stream as JSON lines")
 	fl.BoolVar(&f.noStream, "no-stream", false, "wait for the result instead of streaming")
@@ -81,23 +79,14 @@ func strategyFor(name string) (agent.ExecutionStrategy, error) {
 	return nil, usageError("--strategy must be loop, react or plan, not %q", name)
 }
 
-// openStore opens a checkpoint store by URL; close releases it.
-func openStore(ctx context.Context, url string) (store agent.CheckpointStore, close func() error, err error) {
-	if dir, ok := strings.CutPrefix(url, "file:"); ok {
-		s, err := checkpoint.File(strings.TrimPrefix(dir, "//"))
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, func() error { return nil }, nil
-	}
-	if url == "memory:" {
-		return memstore.New().Checkpoints(), func() error { return nil }, nil
-	}
-	s, err := sqlstore.Open(ctx, url)
+// openCheckpoints opens the checkpoint store of the store at url;
+// close releases it.
+func openCheckpoints(ctx context.Context, url string) (agent.CheckpointStore, func() error, error) {
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.Checkpoints(), s.Close, nil
+	return st.Checkpoints(), st.Close, nil
 }
 
 func runAgent(ctx context.Context, e *env, f *runFlags, args []string) error {
@@ -120,13 +109,13 @@ func runAgent(ctx context.Context, e *env, f *runFlags, args []string) error {
 	opts := agent.Options{LLMOptions: lo, Execution: strategy, SessionID: f.session}
 	var state *agent.State
 	if f.session != "" {
-		store, closeStore, err := openStore(ctx, f.store)
+		checkpoints, closeStore, err := openCheckpoints(ctx, f.store)
 		if err != nil {
 			return fmt.Errorf("checkpoint store: %w", err)
 		}
 		defer closeStore()
-		opts.Checkpoints = store
-		if state, err = store.Load(ctx, f.session); err != nil && !errors.Is(err, agent.ErrNoCheckpoint) {
+		opts.Checkpoints = checkpoints
+		if state, err = checkpoints.Load(ctx, f.session); err != nil && !errors.Is(err, agent.ErrNoCheckpoint) {
 			return fmt.Errorf("loading session %s: %w", f.session, err)
 		}
 	}

@@ -17,14 +17,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentry-dev/agentry/agent"
-	"github.com/agentry-dev/agentry/envelope"
-	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/audit"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/server"
-	"github.com/agentry-dev/agentry/store/memstore"
-	"github.com/agentry-dev/agentry/store/sqlstore"
+	"github.com/agentry-dev/agentry/store"
 	"github.com/agentry-dev/agentry/web"
 	"github.com/agentry-dev/agentry/workflow"
 	"github.com/spf13/cobra"
@@ -207,37 +203,12 @@ func newLogger(e *env, level, format string) (*slog.Logger, error) {
 	return nil, usageError("--log-format %q: want text or json", format)
 }
 
-// stores are the persistence views agentry serve uses, from one store.
-type stores struct {
-	sessions workflow.SessionStore
-	journal  govern.Journal
-	results  agent.CheckpointStore
-	// replay is the UAMP replay window's store; nil keeps it in memory.
-	replay envelope.ReplayStore
-	// cursor returns a persisted audit export position; nil when the
-	// store keeps none (memory:).
-	cursor func(name string) audit.Cursor
-	close  func() error
-}
-
-// openStores opens the store named by url (default: SQLite in dataDir).
-func openStores(ctx context.Context, url, dataDir string) (*stores, error) {
+// openStore opens the store named by url (default: SQLite in dataDir).
+func openStore(ctx context.Context, url, dataDir string) (*store.Store, error) {
 	if url == "" {
-		if err := os.MkdirAll(dataDir, 0o700); err != nil {
-			return nil, err
-		}
 		url = "sqlite://" + filepath.Join(dataDir, "agentry.db")
 	}
-	if url == "memory:" {
-		m := memstore.New()
-		return &stores{sessions: m.Sessions(), journal: m.Journal(), results: m.Checkpoints(), close: func() error { return nil }}, nil
-	}
-	st, err := sqlstore.Open(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	return &stores{sessions: st.Sessions(), journal: st.Journal(), results: st.Checkpoints(), replay: st.ReplayStore(), close: st.Close,
-		cursor: func(name string) audit.Cursor { return st.AuditCursor(name) }}, nil
+	return store.Open(ctx, url)
 }
 
 func loadWorkflows(paths []string) ([]*workflow.Workflow, error) {
@@ -324,17 +295,17 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 		defer tlsLn.Close()
 	}
 
-	st, err := openStores(ctx, f.store, f.data)
+	st, err := openStore(ctx, f.store, f.data)
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	defer st.close()
-	sessions := st.sessions
+	defer st.Close()
+	sessions := st.Sessions()
 	eo := &workflow.EngineOptions{SessionTTL: f.sessionTTL, Logger: logger}
-	if f.store == "" || strings.HasPrefix(f.store, "sqlite:") || strings.HasPrefix(f.store, "memory:") {
-		// A SQLite file or the memory store has one server process: cache
-		// sessions between actions instead of reading (decoding) them
-		// back before every action.
+	if !st.Shared() {
+		// One server process uses the store: cache sessions between
+		// actions instead of reading (decoding) them back before every
+		// action.
 		eo.CacheSessions = 10_000
 	}
 	engine := workflow.NewEngine(sessions, eo)
@@ -396,7 +367,7 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 			return err
 		}
 	}
-	logger.Info("agentry serving", "addr", ln.Addr().String(), "uaip_workflows", strings.Join(names, ","), "store", storeName(f))
+	logger.Info("agentry serving", "addr", ln.Addr().String(), "uaip_workflows", strings.Join(names, ","), "store", st.String())
 	fmt.Fprintf(e.stderr, "agentry: listening on http://%s (workflows: %s)\n", ln.Addr(), strings.Join(names, ", "))
 	if tlsSvc == nil {
 		return srv.Serve(ctx, ln)
@@ -483,13 +454,11 @@ func loggedError(logger *slog.Logger, err error) error {
 // returned stop is called, which exports what is left first. The export
 // position is kept in the store, so a restart neither repeats nor skips
 // records (audit.Exporter: at least once across a crash).
-func exportAudit(ctx context.Context, st *stores, path string, logger *slog.Logger) (stop func()) {
+func exportAudit(ctx context.Context, st *store.Store, path string, logger *slog.Logger) (stop func()) {
 	opts := &audit.Options{Logger: logger}
-	if st.cursor != nil {
-		opts.Cursor = st.cursor("jsonl:" + path)
-	}
+	opts.Cursor = st.AuditCursor("jsonl:" + path)
 	sink := audit.JSONLFile(path)
-	x := audit.NewExporter(st.journal, sink, opts)
+	x := audit.NewExporter(st.Journal(), sink, opts)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -506,16 +475,6 @@ func exportAudit(ctx context.Context, st *stores, path string, logger *slog.Logg
 		}
 		sink.Close()
 	}
-}
-
-func storeName(f *serveFlags) string {
-	if f.store == "" {
-		return "sqlite in " + f.data
-	}
-	if i := strings.Index(f.store, "@"); i >= 0 { // hide credentials
-		return f.store[:strings.Index(f.store, "://")+3] + "…" + f.store[i:]
-	}
-	return f.store
 }
 
 // sweep deletes expired sessions periodically until ctx ends.

@@ -20,6 +20,7 @@ import (
 	"github.com/agentry-dev/agentry/messaging"
 	"github.com/agentry-dev/agentry/messaging/discovery"
 	"github.com/agentry-dev/agentry/messaging/grpcmsg"
+	"github.com/agentry-dev/agentry/store"
 	"google.golang.org/grpc"
 )
 
@@ -65,7 +66,7 @@ func listenTLS(e *env, f *serveFlags, logger *slog.Logger) (net.Listener, error)
 }
 
 // newTLSService prepares what the TLS listener ln serves.
-func newTLSService(ctx context.Context, e *env, f *serveFlags, st *stores, logger *slog.Logger, plain http.Handler, ln net.Listener) (*tlsService, error) {
+func newTLSService(ctx context.Context, e *env, f *serveFlags, st *store.Store, logger *slog.Logger, plain http.Handler, ln net.Listener) (*tlsService, error) {
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	if ip := net.ParseIP(host); ip != nil && (ip.IsUnspecified() || ip.To4() == nil) {
 		host = "localhost" // a wildcard or IPv6 listener is named by the host every certificate covers
@@ -127,7 +128,7 @@ func newTLSService(ctx context.Context, e *env, f *serveFlags, st *stores, logge
 			return certs(r)
 		}
 	}
-	replay := envelope.NewReplayWindow(&envelope.ReplayOptions{Store: st.replay})
+	replay := envelope.NewReplayWindow(&envelope.ReplayOptions{Store: st.Replay()})
 	uamp := messaging.NewServer(messaging.Echo, &messaging.Options{
 		ID: did, Key: identity, Keys: trusted, Replay: replay,
 		Authenticate: authenticate, Logger: logger,
