@@ -20,6 +20,11 @@ type Options struct {
 	llm.LLMOptions
 	// Execution is the strategy; nil means Loop with no limit.
 	Execution ExecutionStrategy
+	// Toolsets supply tools resolved before every step, after
+	// LLMOptions.Tools (see Toolset): a workflow's stage, a UI's current
+	// actions. Without Toolsets the tools are fixed when the agent is
+	// created.
+	Toolsets []Toolset
 	// Middleware wraps every run (UAP middleware, §9). UPP middleware is
 	// LLMOptions.Middleware.
 	Middleware []Middleware
@@ -62,10 +67,13 @@ type Agent struct {
 	exec           ExecutionStrategy
 	toolRoundLimit int
 	ckpt           *checkpointer
+	userSchedule   func([]llm.ToolCall) [][]int // ToolStrategy.Schedule as given, for stepLLM
 }
 
 // New creates an agent: it binds the model through llm.LLM (so the UPP
-// capability checks apply) and checks the tool ordering for cycles.
+// capability checks apply) and checks the tool ordering for cycles. The
+// tools of Options.Toolsets are resolved, and checked the same way, at
+// each step.
 func New(opts Options) (*Agent, error) {
 	a := &Agent{id: ids.New(), opts: opts, sessionID: opts.SessionID, exec: opts.Execution}
 	if a.exec == nil {
@@ -88,13 +96,8 @@ func New(opts Options) (*Agent, error) {
 
 	lo := opts.LLMOptions
 	lo.Tools = make([]llm.Tool, len(opts.Tools))
-	copy(lo.Tools, opts.Tools)
-	for _, m := range opts.Middleware {
-		if w, ok := m.(ToolWrapper); ok {
-			for i := range lo.Tools {
-				lo.Tools[i] = w.WrapTool(lo.Tools[i])
-			}
-		}
+	for i, t := range opts.Tools {
+		lo.Tools[i] = a.wrapTool(t)
 	}
 	schedule, err := scheduler(lo.Tools)
 	if err != nil {
@@ -104,6 +107,7 @@ func New(opts Options) (*Agent, error) {
 	if opts.ToolStrategy != nil {
 		ts = *opts.ToolStrategy
 	}
+	a.userSchedule = ts.Schedule
 	if ts.MaxIterations != llm.Infinity && ts.MaxIterations > 0 {
 		a.toolRoundLimit = ts.MaxIterations
 	}
@@ -136,7 +140,9 @@ func (a *Agent) ID() string { return a.id }
 // SessionID returns the checkpoint session ("" without checkpoints).
 func (a *Agent) SessionID() string { return a.sessionID }
 
-// LLM returns the agent's UPP instance.
+// LLM returns the agent's UPP instance, bound to Options.Tools (a step of
+// an agent with Toolsets uses one bound to the step's tools:
+// ExecutionContext.LLM).
 func (a *Agent) LLM() *llm.LLMInstance { return a.llm }
 
 // Options returns the options the agent was created with.

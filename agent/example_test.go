@@ -82,3 +82,50 @@ func ExampleAgent_Resume() {
 	// interrupted: true
 	// finished after resume at step 2
 }
+
+// stagedTools is a Toolset whose tools follow a stage, as a workflow's do:
+// in "browse" the tool "checkout" moves to "pay", whose tool is "pay".
+type stagedTools struct{ stage string }
+
+func (s *stagedTools) Tools(context.Context, *agent.State) ([]llm.Tool, error) {
+	move := func(name, to string) llm.Tool {
+		return llm.Tool{Name: name, Description: name, Parameters: llm.MustSchema(`{"type":"object"}`),
+			Run: func(context.Context, map[string]any) (any, error) { s.stage = to; return "now in " + to, nil }}
+	}
+	if s.stage == "browse" {
+		return []llm.Tool{move("checkout", "pay")}, nil
+	}
+	return []llm.Tool{move("pay", "done")}, nil
+}
+
+// An agent whose tools change with the stage its own tool calls reach: the
+// Toolset is resolved before every step of the one run.
+func ExampleToolset() {
+	model := scripted.New(
+		scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "1", ToolName: "checkout", Arguments: map[string]any{}}}},
+		scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "2", ToolName: "pay", Arguments: map[string]any{}}}},
+		scripted.Step{Text: "Paid."},
+	)
+	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()},
+		Toolsets: []agent.Toolset{&stagedTools{stage: "browse"}}})
+	if err != nil {
+		panic(err)
+	}
+	res, err := a.Generate(context.Background(), llm.Text("Check out and pay."), nil)
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range model.Requests() {
+		var names []string
+		for _, t := range r.Tools {
+			names = append(names, t.Name)
+		}
+		fmt.Println(names)
+	}
+	fmt.Println(res.Turn.Text(), "steps:", res.State.Step())
+	// Output:
+	// [checkout]
+	// [pay]
+	// [pay]
+	// Paid. steps: 3
+}

@@ -39,7 +39,10 @@ type Result struct {
 // builds on. It serves one run.
 type ExecutionContext struct {
 	Agent *Agent
-	// LLM is the agent's UPP instance (UAP uses UPP directly).
+	// LLM is the UPP instance of the current step (UAP uses UPP
+	// directly): the agent's own, or, for an agent with Toolsets, one
+	// bound to the tools StartStep resolved for the step. Read it after
+	// StartStep.
 	LLM *llm.LLMInstance
 	// Input is the new input; nil when a run is resumed from its state.
 	Input llm.Message
@@ -53,6 +56,9 @@ type ExecutionContext struct {
 	emit func(Event)
 	mc   *MiddlewareContext
 	last *State // the latest state, for OnError
+	// toolsErr is why the current step's tools could not be resolved;
+	// the step's Call returns it.
+	toolsErr error
 
 	mu         sync.Mutex // Call may run concurrently (plan steps)
 	turns      []*llm.Turn
@@ -92,7 +98,9 @@ func (ec *ExecutionContext) Begin() *State {
 
 // StartStep begins the next step: it numbers it (the state's step + 1,
 // so numbering continues across runs of a session), calls OnStepStart and
-// emits step_start with data.
+// emits step_start with data. For an agent with Options.Toolsets it then
+// resolves the step's tools and sets LLM to an instance bound to them; if
+// they cannot be resolved, the step's Call fails with the reason.
 func (ec *ExecutionContext) StartStep(ctx context.Context, state *State, data map[string]any) (*State, int) {
 	step := state.Step() + 1
 	state = state.WithStep(step)
@@ -101,6 +109,13 @@ func (ec *ExecutionContext) StartStep(ctx context.Context, state *State, data ma
 		ec.Hooks.OnStepStart(ctx, step, state)
 	}
 	ec.Emit(EventStepStart, step, data)
+	if len(ec.Agent.opts.Toolsets) > 0 {
+		inst, err := ec.Agent.stepLLM(ctx, state)
+		if err == nil {
+			ec.LLM = inst
+		}
+		ec.toolsErr = err
+	}
 	return state, step
 }
 
@@ -113,6 +128,9 @@ func (ec *ExecutionContext) StartStep(ctx context.Context, state *State, data ma
 func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, inst *llm.LLMInstance, history []llm.Message, inputs ...llm.Input) (*llm.Turn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, llm.AsError(err, ec.Agent.provider(), llm.Cancelled)
+	}
+	if ec.toolsErr != nil {
+		return nil, ec.toolsErr
 	}
 	tc := &ToolContext{AgentID: ec.Agent.id, SessionID: ec.SessionID, Step: step, State: state, emit: ec.emit}
 	if ec.mc != nil {

@@ -81,7 +81,8 @@ type StepInfo struct {
 
 // ToolWrapper is an optional interface of Middleware: WrapTool returns the
 // tool to use in place of t (typically with Run wrapped). It is applied
-// once per tool when the agent is created.
+// once per tool of Options.Tools when the agent is created, and to the
+// tools of Options.Toolsets each time they are resolved (every step).
 type ToolWrapper interface {
 	WrapTool(t llm.Tool) llm.Tool
 }

@@ -113,41 +113,6 @@ func withRun(ctx context.Context, r *Run) context.Context {
 	return context.WithValue(ctx, resumeKey{}, &resumeRun{run: r})
 }
 
-type segmentsKey struct{}
-
-type segments struct {
-	origin *agent.ToolContext // the tool call Segments was called in, if any
-	final  func() bool
-
-	mu  sync.Mutex
-	run *Run
-}
-
-// Segments makes the governed agent calls made with the returned context
-// one run, for drivers that split one task over several agent calls
-// (workflow.RunAgent rebuilds its agent at each stage change): the first
-// call starts the run, the later ones continue it, and the end of a call
-// verifies and delivers only when final reports true — otherwise the run
-// stays in execute for the next call. Sub-agents inside those calls still
-// get child runs.
-func Segments(ctx context.Context, final func() bool) context.Context {
-	tc, _ := agent.ToolContextFrom(ctx)
-	return context.WithValue(ctx, segmentsKey{}, &segments{origin: tc, final: final})
-}
-
-// segmentsOf returns the Segments of ctx when they apply to an agent call
-// made with ctx (not to a sub-agent inside one of their calls).
-func segmentsOf(ctx context.Context) *segments {
-	seg, ok := ctx.Value(segmentsKey{}).(*segments)
-	if !ok {
-		return nil
-	}
-	if tc, _ := agent.ToolContextFrom(ctx); tc != seg.origin {
-		return nil
-	}
-	return seg
-}
-
 type requestIDKey struct{}
 
 type requestID struct {
@@ -188,19 +153,6 @@ func (m *agentMiddleware) Before(ctx context.Context, mc *agent.MiddlewareContex
 		mc.Metadata[metadataKey] = rr.run
 		return nil, nil
 	}
-	seg := segmentsOf(ctx)
-	if seg != nil {
-		seg.mu.Lock()
-		defer seg.mu.Unlock()
-		if seg.run != nil && seg.run.g == m.g {
-			if err := seg.run.Advance(ctx, Execute); err != nil {
-				return nil, err
-			}
-			mc.Metadata[metadataKey] = seg.run
-			mc.Metadata[metadataKey+".segment"] = seg
-			return nil, nil
-		}
-	}
 	var parent *Run
 	if tc, ok := agent.ToolContextFrom(ctx); ok {
 		if p := runOf(tc.Metadata); p != nil && p.g == m.g {
@@ -219,14 +171,13 @@ func (m *agentMiddleware) Before(ctx context.Context, mc *agent.MiddlewareContex
 		return nil, run.failWith(ctx, err, InternalError)
 	}
 	mc.Metadata[metadataKey] = run
-	if seg != nil {
-		seg.run = run
-		mc.Metadata[metadataKey+".segment"] = seg
-	}
 	return nil, nil
 }
 
-// WrapTool gates the tool's every call through the run's Invoke.
+// WrapTool gates the tool's every call through the run's Invoke. The
+// agent applies it to its static tools once and to the tools of its
+// Toolsets at every step, so a tool that appears mid-run (a workflow's
+// next stage) is gated by the same run.
 func (m *agentMiddleware) WrapTool(t llm.Tool) llm.Tool {
 	d, _ := DeclarationOf(t)
 	spec := ToolSpec{Name: t.Name, Tier: d.Tier, Rollback: d.Rollback}
@@ -302,9 +253,6 @@ func (m *agentMiddleware) After(ctx context.Context, mc *agent.MiddlewareContext
 	r := runOf(mc.Metadata)
 	if r == nil {
 		return res, nil
-	}
-	if seg, ok := mc.Metadata[metadataKey+".segment"].(*segments); ok && seg.final != nil && !seg.final() {
-		return res, nil // a later call of the same run goes on
 	}
 	out := m.output(res)
 	v, err := r.Verify(ctx, out)
@@ -533,7 +481,9 @@ func defaultRepairPrompt(v *Verdict) string {
 // ones exactly once, denied ones answer the model with APPROVAL_DENIED —
 // their results replace the placeholders in the paused state, and the
 // agent goes on from there under the same run. a must be configured like
-// the agent that paused (the same tools and g.Middleware).
+// the agent that paused (the same tools, Toolsets and g.Middleware): the
+// calls are redone with the tools a offers for the paused state
+// (agent.Agent.Tools), a Toolset's included.
 func ResumeAgent(ctx context.Context, g *Governor, a *agent.Agent, requestID string) (*agent.Result, error) {
 	r, err := g.Attach(ctx, requestID)
 	if err != nil {
@@ -571,8 +521,12 @@ func redoPaused(ctx context.Context, r *Run, a *agent.Agent, state *agent.State)
 	for _, ap := range r.Approvals() {
 		waited[ap.CallID] = true
 	}
+	offered, err := a.Tools(ctx, state)
+	if err != nil {
+		return nil, err
+	}
 	tools := map[string]llm.Tool{}
-	for _, t := range a.Options().Tools {
+	for _, t := range offered {
 		tools[t.Name] = t
 	}
 	patched := &llm.ToolResultMessage{MessageInfo: results.MessageInfo, Results: append([]llm.ToolResult(nil), results.Results...)}

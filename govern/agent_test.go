@@ -325,3 +325,84 @@ func TestAgentChildFailureBlocksParent(t *testing.T) {
 	_, err = parent.Generate(context.Background(), llm.Text("go"), nil)
 	wantReasons(t, err, govern.ChildFailed) // checks its envelope too
 }
+
+// toolsetOf is an agent.Toolset offering tools() at each step.
+type toolsetOf func() []llm.Tool
+
+func (f toolsetOf) Tools(context.Context, *agent.State) ([]llm.Tool, error) { return f(), nil }
+
+// TestAgentGovernsToolsetTools: tools an agent resolves per step (its
+// Toolsets) are governed like its static ones — a tool that appears
+// mid-run is gated by the same run (a write_high_risk one pauses it for
+// approval) — and ResumeAgent redoes the paused call with the tool the
+// agent's Toolset offers for the paused state: it runs exactly once, and
+// the one run delivers.
+func TestAgentGovernsToolsetTools(t *testing.T) {
+	f := newAgentFixture(t, nil)
+	var n, looks atomic.Int32
+	var stage atomic.Value
+	stage.Store("look")
+	// In stage "look" the toolset offers lookup, which moves to "act",
+	// where it offers refund.
+	staged := func(l *ledger) toolsetOf {
+		return func() []llm.Tool {
+			if stage.Load() == "look" {
+				t := lookupTool("lookup", &looks)
+				run := t.Run
+				t.Run = func(ctx context.Context, args map[string]any) (any, error) {
+					stage.Store("act")
+					return run(ctx, args)
+				}
+				return []llm.Tool{t}
+			}
+			return []llm.Tool{refundTool(l, &n)}
+		}
+	}
+	m := scripted.New(
+		scripted.Step{ToolCalls: []llm.ToolCall{call("c1", "lookup", map[string]any{"q": "o-9"})}},
+		scripted.Step{ToolCalls: []llm.ToolCall{call("c2", "refund", map[string]any{"order": "o-9"})}},
+		scripted.Step{Text: "refunded o-9"},
+	)
+	newAgent := func() *agent.Agent {
+		a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{staged(f.ledger)},
+			Middleware: []agent.Middleware{f.g.Middleware(govern.AgentOptions{Name: "support"})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	_, err := newAgent().Generate(context.Background(), llm.Text("refund o-9"), nil)
+	var ge *govern.Error
+	if !errors.As(err, &ge) || ge.ApprovalID == "" || ge.Envelope.Outcome != govern.Pending {
+		t.Fatalf("want a pause for the refund, got %v", err)
+	}
+	if n.Load() != 0 || looks.Load() != 1 {
+		t.Fatalf("before the approval: refund ran %d times, lookup %d", n.Load(), looks.Load())
+	}
+	f.restart(t)
+	f.approve(t, ge.ApprovalID)
+	res, err := govern.ResumeAgent(context.Background(), f.g, newAgent(), ge.Envelope.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Load() != 1 || looks.Load() != 1 {
+		t.Errorf("refund ran %d times, lookup %d times, want 1 and 1", n.Load(), looks.Load())
+	}
+	env, _ := govern.EnvelopeOf(res.State)
+	if env == nil || env.Outcome != govern.Success || env.RequestID != ge.Envelope.RequestID {
+		t.Fatalf("envelope = %+v", env)
+	}
+	checkWire(t, env)
+	starts := 0
+	for r, err := range f.j.Records(context.Background(), 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Kind == govern.KindRunStarted {
+			starts++
+		}
+	}
+	if starts != 1 || !slices.Equal(f.ledger.applied, []string{"o-9"}) {
+		t.Errorf("%d runs started, ledger %+v: want one run and one refund", starts, f.ledger)
+	}
+}

@@ -338,6 +338,27 @@ func (r *Reply) Cancel(ctx context.Context) error {
 	return r.send(ctx, envelope.IntentCancel, 0)
 }
 
+// Cancel asks the server to cancel req, a request the client sent with
+// Ask (§4.1 cancel), without its Reply: for a requester whose context
+// ended, which also closed a WebSocket reply's connection. Over WebSocket
+// the cancel goes on a fresh connection, closed after it.
+func (c *Client) Cancel(ctx context.Context, req *envelope.Envelope) error {
+	r := &Reply{c: c, ctx: ctx, req: req}
+	if c.opts.Binding == WebSocket {
+		conn, err := c.dial(ctx)
+		if err != nil {
+			return err
+		}
+		r.ws = conn
+		defer r.closeWS()
+	}
+	return r.Cancel(ctx)
+}
+
+// KeyID returns the kid of the key the client signs with
+// (ClientOptions.Key).
+func (c *Client) KeyID() string { return c.opts.Key.KID() }
+
 // acker sends ACKs in the background, the newest pending one first: the
 // reader never waits for an ACK round trip.
 type acker struct {

@@ -34,6 +34,8 @@
 // status of the code (envelope.Code.HTTPStatus) and Retry-After for
 // 5.04.
 //
-// The decisions this package takes where the spec is silent are
-// recorded in docs/spec-notes/uamp.md.
+// The package is a protocol core: it imports no agent runtime.
+// messaging/uampagent serves an agent over UAMP and uses a remote UAMP
+// agent as a tool. The decisions this package takes where the spec is
+// silent are recorded in docs/spec-notes/uamp.md.
 package messaging

@@ -6,7 +6,7 @@
 // of the WebSocket is the agent. DemoAgentHandler is such an end — it
 // runs uicontrol.Connect (the agent role) over the page's WebSocket and
 // then an agent on a scripted model whose tools are the page's actions
-// (uicontrol.Tools), which completes a purchase in the demo store.
+// (uiapagent.Toolset), which completes a purchase in the demo store.
 //
 //	mux.Handle("/web/", web.Handler())
 //	mux.Handle("/web/demo/ws", web.DemoAgentHandler(nil))
@@ -26,6 +26,7 @@ import (
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/uicontrol"
+	"github.com/agentry-dev/agentry/uicontrol/uiapagent"
 )
 
 //go:embed uiap.js demo
@@ -137,7 +138,7 @@ func runDemo(ctx context.Context, t uicontrol.Transport, o *DemoOptions) error {
 		return fmt.Errorf("web demo: handshake: %w", err)
 	}
 	defer a.Close()
-	tb, err := uicontrol.Tools(ctx, a, &uicontrol.ToolOptions{Timeout: 30 * time.Second})
+	ts, err := uiapagent.NewToolset(ctx, a, &uiapagent.Options{Timeout: 30 * time.Second})
 	if err != nil {
 		return fmt.Errorf("web demo: tools: %w", err)
 	}
@@ -145,9 +146,15 @@ func runDemo(ctx context.Context, t uicontrol.Transport, o *DemoOptions) error {
 	if model.Provider == nil {
 		model = scripted.New(DemoScript(o.StepDelay)...).Ref()
 	}
-	res, err := uicontrol.RunAgent(ctx, tb, agent.Options{
+	shopper, err := agent.New(agent.Options{
 		LLMOptions: llm.LLMOptions{Model: model, System: "You are a shopping assistant driving a web store through its UI actions."},
-	}, llm.Text("Buy two bags of espresso beans."), nil)
+		Toolsets:   []agent.Toolset{ts},
+	})
+	if err != nil {
+		_ = a.Terminate(ctx, "error")
+		return fmt.Errorf("web demo: agent: %w", err)
+	}
+	res, err := shopper.Generate(ctx, llm.Text("Buy two bags of espresso beans."), nil)
 	if err != nil {
 		_ = a.Terminate(ctx, "error")
 		return fmt.Errorf("web demo: agent: %w", err)

@@ -4,13 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sort"
-	"strings"
 	"testing"
 
-	"github.com/agentry-dev/agentry/agent"
-	"github.com/agentry-dev/agentry/llm"
-	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/workflow"
 )
 
@@ -80,71 +75,5 @@ func TestClientSpeaksUAIP(t *testing.T) {
 	unauth := workflow.NewClient(srv.URL, &workflow.ClientOptions{BearerToken: "x"})
 	if _, err := unauth.Workflows(ctx); err != nil {
 		t.Errorf("a token the server does not ask for broke the call: %v", err)
-	}
-}
-
-func call(name string, args map[string]any) scripted.Step {
-	return scripted.Step{ToolCalls: []llm.ToolCall{{ToolName: name, Arguments: args}}}
-}
-
-// An agent walks the store workflow through the bridge and is only ever
-// offered the current stage's tools.
-func TestToolsBridgeDrivesAnAgentThroughTheStages(t *testing.T) {
-	srv, _ := newServer(t, nil)
-	c := workflow.NewClient(srv.URL, nil)
-	ctx := context.Background()
-	m := scripted.NewT(t,
-		call("search_products", map[string]any{"query": "beans"}),
-		call(workflow.ToolTransition, map[string]any{"stage": "cart"}),
-		call("add_to_cart", map[string]any{"product_id": "SKU-001", "quantity": 1}),
-		call(workflow.ToolTransition, map[string]any{"stage": "checkout"}), // fails: prerequisites
-		call(workflow.ToolStateInput, map[string]any{"state_updates": map[string]any{"user.email": "ada@example.com"}}),
-		call(workflow.ToolTransition, map[string]any{"stage": "checkout"}),
-		call("place_order", map[string]any{"payment_method": "invoice"}),
-		scripted.Step{Text: "Ordered."},
-	)
-	ts, err := workflow.NewToolset(ctx, c, "store")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := workflow.RunAgent(ctx, ts, agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}}, llm.Text("Buy espresso beans."), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Turn.Text() != "Ordered." || ts.Stage() != "checkout" {
-		t.Errorf("text %q, stage %s", res.Turn.Text(), ts.Stage())
-	}
-	offered := func(i int) []string {
-		var names []string
-		for _, tool := range m.Requests()[i].Tools {
-			names = append(names, tool.Name)
-		}
-		sort.Strings(names)
-		return names
-	}
-	want := map[int][]string{
-		0: {"get_product", "search_products", workflow.ToolStateInput, workflow.ToolTransition},
-		2: {"add_to_cart", "remove_from_cart", workflow.ToolStateInput, workflow.ToolTransition, "view_cart"},
-		6: {"place_order", workflow.ToolStateInput, workflow.ToolTransition, "view_cart"},
-	}
-	for i, w := range want {
-		sort.Strings(w)
-		if got := offered(i); !slices.Equal(got, w) {
-			t.Errorf("request %d offered %v, want %v", i, got, w)
-		}
-	}
-	// The failed transition reached the model with the missing keys.
-	var failure string
-	for _, msg := range res.State.Messages() {
-		if tr, ok := msg.(*llm.ToolResultMessage); ok && tr.Results[0].IsError {
-			failure = llm.ResultText(tr.Results[0].Result)
-		}
-	}
-	if !strings.Contains(failure, "user.email") || !strings.Contains(failure, workflow.ToolStateInput) {
-		t.Errorf("failure shown to the model: %q", failure)
-	}
-	s, _ := c.Session(ctx, ts.SessionID())
-	if s.State["order.id"] == nil {
-		t.Errorf("order not placed: %+v", s.State)
 	}
 }

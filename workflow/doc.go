@@ -5,9 +5,9 @@
 //
 // An Engine holds the registered workflows and drives sessions, which a
 // SessionStore persists (store/memstore, store/sqlstore); NewHandler
-// serves the protocol's endpoints; Client speaks it; a Toolset turns a
-// session into llm.Tools for an agent (RunAgent drives one through the
-// stages).
+// serves the protocol's endpoints; Client speaks it. The package is a
+// protocol core: it imports no agent runtime. workflow/uaipagent turns a
+// session into the tools of an agent, resolved at every step.
 //
 // Tasks are Go functions (NewTask infers the parameter schema from a Go
 // struct) or, for workflows declared in YAML or JSON (LoadFile, LoadDir),

@@ -15,7 +15,6 @@ import (
 	"sync"
 
 	"github.com/agentry-dev/agentry/internal/strictjson"
-	"github.com/agentry-dev/agentry/llm"
 )
 
 // HeaderSessionID carries the session on /execute requests and on the
@@ -319,10 +318,10 @@ type Next struct {
 
 // TaskInfo describes a task to a caller.
 type TaskInfo struct {
-	Name        string     `json:"name"`
-	Description string     `json:"description"`
-	Parameters  llm.Schema `json:"parameters"`
-	Returns     llm.Schema `json:"returns,omitempty"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Parameters  Schema `json:"parameters"`
+	Returns     Schema `json:"returns,omitempty"`
 	// RiskTier and Rollback extend UAIP with the task's UAICP declaration
 	// (docs/spec-notes/uaip.md): a governed agent gates its calls by them.
 	RiskTier string        `json:"risk_tier,omitempty"`
@@ -359,12 +358,8 @@ func (h *handler) nextFor(wf *Workflow, stage string) json.RawMessage {
 func tasksView(st *Stage) map[string]TaskInfo {
 	out := make(map[string]TaskInfo, len(st.Tasks))
 	for name, t := range st.Tasks {
-		out[name] = TaskInfo{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Returns: t.Returns, Rollback: t.Rollback}
-		if t.Risk.Valid() {
-			ti := out[name]
-			ti.RiskTier = t.Risk.String()
-			out[name] = ti
-		}
+		out[name] = TaskInfo{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Returns: t.Returns,
+			RiskTier: t.Risk, Rollback: t.Rollback}
 	}
 	return out
 }

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/llm"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -35,24 +33,31 @@ type Stage struct {
 	Prerequisites []string         `json:"prerequisites,omitempty"`
 }
 
+// Schema is a JSON Schema document (draft 2020-12) as a decoded JSON
+// object: a task's parameters and result. It has the underlying type of
+// llm.Schema, so a bridge to an agent converts one into the other
+// (llm.Schema(s)) without copying.
+type Schema map[string]any
+
 // Task is a callable unit of business logic (UAIP-0.1 "Task"). Parameters
 // is the JSON Schema its arguments are validated against; Run implements
 // it.
 type Task struct {
-	Name        string     `json:"name"`
-	Description string     `json:"description"`
-	Parameters  llm.Schema `json:"parameters"`
-	Returns     llm.Schema `json:"returns,omitempty"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Parameters  Schema `json:"parameters"`
+	Returns     Schema `json:"returns,omitempty"`
 	// Run executes the task. It must be safe for concurrent use (different
 	// sessions call it at once; one session never does).
 	Run TaskFunc `json:"-"`
 	// Idempotent marks a task that may be retried when its transport
 	// fails (webhook tasks).
 	Idempotent bool `json:"-"`
-	// Risk is the task's declared UAICP risk tier (github.com/UAICP/uaicp
-	// §5.3). The zero value leaves it undeclared, which a governed agent
+	// Risk is the task's declared UAICP risk tier (UAICP 0.3 §5.3, in the
+	// UAICP/uaicp repository): RiskReadOnly, RiskWriteLow or
+	// RiskWriteHigh. Empty leaves it undeclared, which a governed agent
 	// treats as write_high_risk. Clients see it as "risk_tier".
-	Risk govern.Tier `json:"-"`
+	Risk string `json:"-"`
 	// Rollback names the compensating task that undoes a call of this
 	// one; a governed agent records it as the call's rollback action
 	// before the call runs (a write_high_risk task needs one).
@@ -142,7 +147,7 @@ func (w *Workflow) Validate() error {
 				bad("stage %q: task %q has no implementation", key, tk)
 			}
 			if t.Parameters == nil {
-				t.Parameters = llm.Schema{"type": "object", "properties": map[string]any{}}
+				t.Parameters = Schema{"type": "object", "properties": map[string]any{}}
 			}
 			sch, err := compileSchema(t.Parameters)
 			if err != nil {
@@ -150,8 +155,8 @@ func (w *Workflow) Validate() error {
 				continue
 			}
 			t.params = sch
-			if t.Risk != 0 && !t.Risk.Valid() {
-				bad("stage %q: task %q: invalid risk tier %d", key, tk, int(t.Risk))
+			if err := checkRisk(t.Risk); err != nil {
+				bad("stage %q: task %q: %v", key, tk, err)
 			}
 			if t.Returns != nil {
 				if _, err := compileSchema(t.Returns); err != nil {
@@ -269,7 +274,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func compileSchema(s llm.Schema) (*jsonschema.Schema, error) {
+func compileSchema(s Schema) (*jsonschema.Schema, error) {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, err

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-
-	"github.com/agentry-dev/agentry/llm"
 )
 
 // NewTask returns a task implemented by a Go function taking typed
@@ -174,7 +172,7 @@ func jsonValue(v any) (any, error) {
 // SchemaOf returns the JSON Schema (draft 2020-12) of the JSON form of T,
 // as NewTask uses for its parameters. The schema is made of decoded JSON
 // values (nested map[string]any, []any, float64), so it equals what
-// llm.ParseSchema returns for its JSON text.
+// encoding/json decodes from its JSON text into a Schema.
 //
 // The mapping follows encoding/json:
 //   - bool → boolean; integer kinds → integer (sized and unsigned kinds
@@ -206,7 +204,7 @@ func jsonValue(v any) (any, error) {
 // SchemaOf panics on types JSON cannot represent (channels, functions,
 // complex numbers, maps with other keys) and on malformed tags, since
 // both are programming errors; exclude such fields with json:"-".
-func SchemaOf[T any]() llm.Schema {
+func SchemaOf[T any]() Schema {
 	root := reflect.TypeFor[T]()
 	for root.Kind() == reflect.Pointer {
 		root = root.Elem()
@@ -220,7 +218,7 @@ func SchemaOf[T any]() llm.Schema {
 		}
 		s["$defs"] = defs
 	}
-	return llm.Schema(s)
+	return Schema(s)
 }
 
 type schemaGen struct {

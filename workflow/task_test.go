@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/workflow"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -139,7 +138,7 @@ type recursive struct {
 func TestSchemaOf(t *testing.T) {
 	tests := []struct {
 		name   string
-		schema llm.Schema
+		schema workflow.Schema
 	}{
 		{"scalars", workflow.SchemaOf[scalars]()},
 		{"optional", workflow.SchemaOf[optional]()},
@@ -160,8 +159,8 @@ func TestSchemaOf(t *testing.T) {
 			goldenFile(t, filepath.Join("testdata", "schema", tt.name+".json"), append(b, '\n'))
 
 			// The schema is made of decoded JSON values…
-			back, err := llm.ParseSchema(string(b))
-			if err != nil {
+			var back workflow.Schema
+			if err := json.Unmarshal(b, &back); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(back, tt.schema); diff != "" {
@@ -191,7 +190,7 @@ func compile(schema []byte) (*jsonschema.Schema, error) {
 // TestSchemaOfMatchesEncodingJSON checks that the properties SchemaOf
 // lists are exactly the keys encoding/json writes.
 func TestSchemaOfMatchesEncodingJSON(t *testing.T) {
-	check := func(t *testing.T, schema llm.Schema, v any) {
+	check := func(t *testing.T, schema workflow.Schema, v any) {
 		t.Helper()
 		b, _ := json.Marshal(v)
 		var m map[string]any

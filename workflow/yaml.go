@@ -18,8 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/llm"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"go.yaml.in/yaml/v3"
@@ -558,8 +556,8 @@ type (
 	fileTask struct {
 		Name        string        `json:"name"`
 		Description string        `json:"description"`
-		Parameters  llm.Schema    `json:"parameters"`
-		Returns     llm.Schema    `json:"returns"`
+		Parameters  Schema        `json:"parameters"`
+		Returns     Schema        `json:"returns"`
 		Webhook     *fileWebhook  `json:"webhook"`
 		Risk        string        `json:"risk"`
 		Rollback    *TaskRollback `json:"rollback"`
@@ -643,13 +641,9 @@ func (c *yamlConverter) workflow(fw *fileWorkflow) (*Workflow, []*LoadError) {
 				errs = append(errs, c.errorAt(ptr, err.Error()))
 			}
 			t := &Task{Name: ft.Name, Description: ft.Description, Parameters: ft.Parameters,
-				Returns: ft.Returns, Run: run, Idempotent: hook.Idempotent, Rollback: ft.Rollback}
-			if ft.Risk != "" {
-				tier, err := govern.ParseTier(ft.Risk)
-				if err != nil {
-					errs = append(errs, c.errorAt("/stages/"+escapePointer(sn)+"/tasks/"+escapePointer(tn)+"/risk", err.Error()))
-				}
-				t.Risk = tier
+				Returns: ft.Returns, Run: run, Idempotent: hook.Idempotent, Rollback: ft.Rollback, Risk: ft.Risk}
+			if err := checkRisk(ft.Risk); err != nil {
+				errs = append(errs, c.errorAt("/stages/"+escapePointer(sn)+"/tasks/"+escapePointer(tn)+"/risk", err.Error()))
 			}
 			st.Tasks[tn] = t
 		}

@@ -73,6 +73,28 @@ func BenchmarkLoopStep(b *testing.B) {
 	benchAgent(b, toolThenText(benchSteps), execution.Loop(execution.LoopOptions{}), benchSteps+1)
 }
 
+// staticToolset offers the same tools at every step.
+type staticToolset []llm.Tool
+
+func (ts staticToolset) Tools(context.Context, *agent.State) ([]llm.Tool, error) { return ts, nil }
+
+// BenchmarkLoopStepToolset is BenchmarkLoopStep with the tool offered by
+// a Toolset: the cost of resolving the tools at every step.
+func BenchmarkLoopStepToolset(b *testing.B) {
+	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.NewFunc(toolThenText(benchSteps)).Ref()},
+		Toolsets: []agent.Toolset{staticToolset{noop}}, Execution: execution.Loop(execution.LoopOptions{})})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := a.Generate(context.Background(), llm.Text("go"), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	perStep(b, benchSteps+1)
+}
+
 func BenchmarkReActStep(b *testing.B) {
 	// Per step: a reasoning reply, then a tool call (two model calls).
 	n := 0

@@ -163,11 +163,17 @@ func (e *StepFailedError) Unwrap() error { return e.Err }
 // planner returns the instance that produces plans: the agent's options
 // with the plan schema as structured output when supported, and tools
 // declared but never run (a history with tool calls needs them declared).
+// An agent with Toolsets plans with the step's tools (ec.LLM's), so its
+// planner is made per step; another's is made once.
 func (p *plan) planner(ec *agent.ExecutionContext) (*llm.LLMInstance, error) {
-	if v, ok := p.planners.Load(ec.Agent); ok {
+	perStep := len(ec.Agent.Options().Toolsets) > 0
+	if v, ok := p.planners.Load(ec.Agent); ok && !perStep {
 		return v.(*llm.LLMInstance), nil
 	}
 	lo := ec.Agent.Options().LLMOptions
+	if perStep {
+		lo.Tools = ec.LLM.Options().Tools
+	}
 	if ec.LLM.Capabilities().StructuredOutput {
 		lo.Structure = p.opts.PlanSchema
 	} else {
@@ -181,7 +187,9 @@ func (p *plan) planner(ec *agent.ExecutionContext) (*llm.LLMInstance, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.planners.Store(ec.Agent, inst)
+	if !perStep {
+		p.planners.Store(ec.Agent, inst)
+	}
 	return inst, nil
 }
 

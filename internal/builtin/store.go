@@ -12,8 +12,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/workflow"
 )
 
@@ -55,7 +53,7 @@ const (
 
 var (
 	productID = map[string]any{"type": "string", "pattern": "^SKU-[0-9]{3}$", "description": "e.g. SKU-001"}
-	noArgs    = llm.Schema{"type": "object", "properties": map[string]any{}, "additionalProperties": false}
+	noArgs    = workflow.Schema{"type": "object", "properties": map[string]any{}, "additionalProperties": false}
 )
 
 // cartOf reads the cart (product id → quantity) from the state.
@@ -113,12 +111,12 @@ func stringArg(args map[string]any, k string) string {
 	return s
 }
 
-func task(name, description string, risk govern.Tier, params llm.Schema, run workflow.TaskFunc) *workflow.Task {
+func task(name, description, risk string, params workflow.Schema, run workflow.TaskFunc) *workflow.Task {
 	return &workflow.Task{Name: name, Description: description, Risk: risk, Parameters: params, Run: run}
 }
 
 func viewCart() *workflow.Task {
-	return task("view_cart", "Show the cart with subtotals and the total.", govern.ReadOnly, noArgs,
+	return task("view_cart", "Show the cart with subtotals and the total.", workflow.RiskReadOnly, noArgs,
 		func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
 			return &workflow.TaskResponse{Result: summary(cartOf(req.State))}, nil
 		})
@@ -131,7 +129,7 @@ func viewCart() *workflow.Task {
 // changes nothing. Cancelling refunds the customer and can be undone by
 // ordering again, hence write_low_risk.
 func cancelOrder() *workflow.Task {
-	return task("cancel_order", "Cancel the placed order.", govern.WriteLowRisk, noArgs,
+	return task("cancel_order", "Cancel the placed order.", workflow.RiskWriteLow, noArgs,
 		func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
 			id, ok := req.State[keyOrder]
 			if !ok {
@@ -165,9 +163,9 @@ func orderStatus(state map[string]any) map[string]any {
 // refuses a write_high_risk call without rollback metadata
 // (ROLLBACK_REQUIRED), which would leave a governed agent unable to ever
 // check out; place_order therefore declares cancel_order as its rollback.
-// A governed agent driving the store over UAIP (workflow.NewToolset, with
-// govern.Options.Rollbacks[workflow.RollbackType] set to
-// workflow.RollbackHandler) then gets place_order approved by a human, and
+// A governed agent driving the store over UAIP (uaipagent.NewToolset, with
+// govern.Options.Rollbacks[uaipagent.RollbackType] set to
+// uaipagent.RollbackHandler) then gets place_order approved by a human, and
 // a run that fails afterwards cancels the order. (UIAP actions carry no
 // rollback: a governed agent using the store's UIAP tools is still refused
 // place_order.)
@@ -179,8 +177,8 @@ func Store() *workflow.Workflow {
 		InitialStage: "browse",
 		Stages: map[string]*workflow.Stage{
 			"browse": {Name: "browse", Description: "Search the catalog and look at products.", Tasks: map[string]*workflow.Task{
-				"search_products": task("search_products", "Search products by text and/or category.", govern.ReadOnly,
-					llm.Schema{"type": "object", "properties": map[string]any{
+				"search_products": task("search_products", "Search products by text and/or category.", workflow.RiskReadOnly,
+					workflow.Schema{"type": "object", "properties": map[string]any{
 						"query":    map[string]any{"type": "string", "description": "words to look for in the name"},
 						"category": map[string]any{"type": "string", "enum": []any{"coffee", "tea", "equipment", "supplies"}},
 					}, "additionalProperties": false},
@@ -194,8 +192,8 @@ func Store() *workflow.Workflow {
 						}
 						return &workflow.TaskResponse{Result: map[string]any{"products": found}}, nil
 					}),
-				"get_product": task("get_product", "Get one product by id.", govern.ReadOnly,
-					llm.Schema{"type": "object", "properties": map[string]any{"product_id": productID},
+				"get_product": task("get_product", "Get one product by id.", workflow.RiskReadOnly,
+					workflow.Schema{"type": "object", "properties": map[string]any{"product_id": productID},
 						"required": []any{"product_id"}, "additionalProperties": false},
 					func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
 						p, ok := product(stringArg(req.Args, "product_id"))
@@ -206,8 +204,8 @@ func Store() *workflow.Workflow {
 					}),
 			}},
 			"cart": {Name: "cart", Description: "Fill the cart.", Tasks: map[string]*workflow.Task{
-				"add_to_cart": task("add_to_cart", "Add a quantity of a product to the cart.", govern.WriteLowRisk,
-					llm.Schema{"type": "object", "properties": map[string]any{
+				"add_to_cart": task("add_to_cart", "Add a quantity of a product to the cart.", workflow.RiskWriteLow,
+					workflow.Schema{"type": "object", "properties": map[string]any{
 						"product_id": productID,
 						"quantity":   map[string]any{"type": "integer", "minimum": 1, "maximum": 100},
 					}, "required": []any{"product_id", "quantity"}, "additionalProperties": false},
@@ -225,8 +223,8 @@ func Store() *workflow.Workflow {
 						cart[id] += int(q)
 						return &workflow.TaskResponse{Result: summary(cart), StateUpdates: map[string]any{keyCart: cartValue(cart)}}, nil
 					}),
-				"remove_from_cart": task("remove_from_cart", "Remove a product from the cart.", govern.WriteLowRisk,
-					llm.Schema{"type": "object", "properties": map[string]any{"product_id": productID},
+				"remove_from_cart": task("remove_from_cart", "Remove a product from the cart.", workflow.RiskWriteLow,
+					workflow.Schema{"type": "object", "properties": map[string]any{"product_id": productID},
 						"required": []any{"product_id"}, "additionalProperties": false},
 					func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
 						cart := cartOf(req.State)
@@ -246,7 +244,7 @@ func Store() *workflow.Workflow {
 				}},
 			"complete": {Name: "complete", Description: "The order is placed.", Prerequisites: []string{keyOrder},
 				Tasks: map[string]*workflow.Task{
-					"order_status": task("order_status", "Status of the placed order.", govern.ReadOnly, noArgs,
+					"order_status": task("order_status", "Status of the placed order.", workflow.RiskReadOnly, noArgs,
 						func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {
 							return &workflow.TaskResponse{Result: orderStatus(req.State)}, nil
 						}),
@@ -265,8 +263,8 @@ func Store() *workflow.Workflow {
 // placeOrder places the order and pays: write_high_risk, with cancel_order
 // as its rollback (see Store).
 func placeOrder() *workflow.Task {
-	t := task("place_order", "Place the order and pay.", govern.WriteHighRisk,
-		llm.Schema{"type": "object", "properties": map[string]any{
+	t := task("place_order", "Place the order and pay.", workflow.RiskWriteHigh,
+		workflow.Schema{"type": "object", "properties": map[string]any{
 			"payment_method": map[string]any{"type": "string", "enum": []any{"card", "invoice"}},
 		}, "required": []any{"payment_method"}, "additionalProperties": false},
 		func(_ context.Context, req *workflow.TaskRequest) (*workflow.TaskResponse, error) {

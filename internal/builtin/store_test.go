@@ -14,17 +14,18 @@ import (
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/store/memstore"
 	"github.com/agentry-dev/agentry/workflow"
+	"github.com/agentry-dev/agentry/workflow/uaipagent"
 )
 
 // Every task of the store declares its tier; only place_order, which
 // pays, is write_high_risk, with cancel_order as its rollback.
 func TestStoreDeclaresRiskTiers(t *testing.T) {
-	want := map[string]govern.Tier{
-		"search_products": govern.ReadOnly, "get_product": govern.ReadOnly, "view_cart": govern.ReadOnly,
-		"order_status": govern.ReadOnly, "add_to_cart": govern.WriteLowRisk, "remove_from_cart": govern.WriteLowRisk,
-		"cancel_order": govern.WriteLowRisk, "place_order": govern.WriteHighRisk,
+	want := map[string]string{
+		"search_products": "read_only", "get_product": "read_only", "view_cart": "read_only",
+		"order_status": "read_only", "add_to_cart": "write_low_risk", "remove_from_cart": "write_low_risk",
+		"cancel_order": "write_low_risk", "place_order": "write_high_risk",
 	}
-	got := map[string]govern.Tier{}
+	got := map[string]string{}
 	for _, st := range builtin.Store().Stages {
 		for name, tk := range st.Tasks {
 			got[name] = tk.Risk
@@ -61,24 +62,28 @@ func TestGovernedAgentOrdersWithApprovalAndRollback(t *testing.T) {
 	ctx := context.Background()
 	c := storeServer(t)
 	g, err := govern.New(ctx, govern.Options{
-		Rollbacks: map[string]govern.RollbackFunc{workflow.RollbackType: workflow.RollbackHandler(c)}})
+		Rollbacks: map[string]govern.RollbackFunc{uaipagent.RollbackType: uaipagent.RollbackHandler(c)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := scripted.NewT(t,
 		toolCall("search_products", map[string]any{"query": "beans"}),
-		toolCall(workflow.ToolTransition, map[string]any{"stage": "cart"}),
+		toolCall(uaipagent.ToolTransition, map[string]any{"stage": "cart"}),
 		toolCall("add_to_cart", map[string]any{"product_id": "SKU-001", "quantity": 1}),
-		toolCall(workflow.ToolStateInput, map[string]any{"state_updates": map[string]any{"user.email": "ada@example.com"}}),
-		toolCall(workflow.ToolTransition, map[string]any{"stage": "checkout"}),
+		toolCall(uaipagent.ToolStateInput, map[string]any{"state_updates": map[string]any{"user.email": "ada@example.com"}}),
+		toolCall(uaipagent.ToolTransition, map[string]any{"stage": "checkout"}),
 		toolCall("place_order", map[string]any{"payment_method": "card"}),
 	)
-	ts, err := workflow.NewToolset(ctx, c, "store")
+	ts, err := uaipagent.NewToolset(ctx, c, "store")
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{})}}
-	_, err = workflow.RunAgent(ctx, ts, opts, llm.Text("Order espresso beans."), nil)
+	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{ts},
+		Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Generate(ctx, llm.Text("Order espresso beans."), nil)
 	var ge *govern.Error
 	if !errors.As(err, &ge) || !errors.Is(err, govern.ApprovalRequired) || ge.ApprovalID == "" {
 		t.Fatalf("place_order: %v, want a pending approval", err)
@@ -87,7 +92,7 @@ func TestGovernedAgentOrdersWithApprovalAndRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Tool != "place_order" || req.Tier != govern.WriteHighRisk || req.Rollback == nil || req.Rollback.Type != workflow.RollbackType {
+	if req.Tool != "place_order" || req.Tier != govern.WriteHighRisk || req.Rollback == nil || req.Rollback.Type != uaipagent.RollbackType {
 		t.Fatalf("approval request %+v", req)
 	}
 	s, err := c.Session(ctx, ts.SessionID())
@@ -104,7 +109,7 @@ func TestGovernedAgentOrdersWithApprovalAndRollback(t *testing.T) {
 		t.Fatal(err)
 	}
 	order := r.State["order.id"]
-	rollback := workflow.RollbackHandler(c)
+	rollback := uaipagent.RollbackHandler(c)
 	for range 2 {
 		if err := rollback(ctx, *req.Rollback); err != nil {
 			t.Fatalf("rollback: %v", err)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/workflow"
 )
@@ -29,7 +28,7 @@ type Action struct {
 	Args map[string]any `json:"args"`
 	Risk uicontrol.Risk `json:"risk"`
 	// ReadOnly marks a task whose declared tier is read_only: the agent
-	// side may run it ungoverned (uicontrol.Tools maps it to read_only).
+	// side may run it ungoverned (uiapagent.TierOf maps it to read_only).
 	ReadOnly bool `json:"readOnly,omitempty"`
 }
 
@@ -63,7 +62,7 @@ func (s *Server) document(sess *workflow.Session) *uicontrol.CapabilityDocument 
 		for _, n := range names {
 			t := st.Tasks[n]
 			actions = append(actions, Action{ID: n, Kind: "task", Description: t.Description, Args: t.Parameters,
-				Risk: RiskOf(t.Risk), ReadOnly: t.Risk == govern.ReadOnly})
+				Risk: RiskOf(t.Risk), ReadOnly: t.Risk == workflow.RiskReadOnly})
 		}
 	}
 	for _, to := range wf.Transitions[sess.Stage] {

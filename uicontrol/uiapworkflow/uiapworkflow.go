@@ -20,7 +20,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/workflow"
 )
@@ -35,18 +34,21 @@ const (
 	ActionStateInput = "state:input"
 )
 
-// RiskOf maps a task's UAICP risk tier to a UIAP risk: read_only is low,
-// write_low_risk medium, write_high_risk high. An undeclared tier is high,
-// as a governed agent treats it.
-func RiskOf(t govern.Tier) uicontrol.Risk {
-	switch t {
-	case govern.ReadOnly:
+// RiskOf maps a task's UAICP risk tier (workflow.Task.Risk) to a UIAP
+// risk: read_only is low, write_low_risk medium, write_high_risk high. An
+// undeclared or unknown tier is high, as a governed agent treats it.
+func RiskOf(tier string) uicontrol.Risk {
+	switch tier {
+	case workflow.RiskReadOnly:
 		return uicontrol.RiskLow
-	case govern.WriteLowRisk:
+	case workflow.RiskWriteLow:
 		return uicontrol.RiskMedium
 	}
 	return uicontrol.RiskHigh
 }
+
+// riskRank orders UIAP risks from least to most strict.
+var riskRank = map[uicontrol.Risk]int{uicontrol.RiskLow: 1, uicontrol.RiskMedium: 2, uicontrol.RiskHigh: 3}
 
 // Options configures a Server. The zero value works.
 type Options struct {
@@ -247,17 +249,17 @@ func (b *binding) start(ctx context.Context) error {
 // of the current stage, and the engine refuses the others.
 func (b *binding) registerActions() {
 	wf := b.srv.wf
-	tiers := map[string][]govern.Tier{}
+	// A task listed in several stages is registered once, with the
+	// strictest of its risks.
+	risks := map[string]uicontrol.Risk{}
 	for _, st := range wf.Stages {
 		for name, t := range st.Tasks {
-			tiers[name] = append(tiers[name], t.Risk)
+			if r := RiskOf(t.Risk); riskRank[r] > riskRank[risks[name]] {
+				risks[name] = r
+			}
 		}
 	}
-	for name, ts := range tiers {
-		risk := uicontrol.RiskHigh
-		if !slices.ContainsFunc(ts, func(t govern.Tier) bool { return !t.Valid() }) {
-			risk = RiskOf(govern.Strictest(ts...))
-		}
+	for name, risk := range risks {
 		b.app.HandleAction(name, risk, func(ctx context.Context, _ *uicontrol.AppSession, req *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
 			var args map[string]any
 			if err := req.DecodeArgs(&args); err != nil {

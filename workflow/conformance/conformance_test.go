@@ -11,9 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/builtin"
-	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/store/memstore"
 	"github.com/agentry-dev/agentry/workflow"
 	"github.com/agentry-dev/agentry/workflow/conformance"
@@ -303,8 +301,8 @@ func (rc *recorder) called() map[string]bool {
 
 // tiered is a workflow whose tasks declare every risk tier, or none.
 func tiered() *workflow.Workflow {
-	task := func(name string, tier govern.Tier) *workflow.Task {
-		return &workflow.Task{Name: name, Description: name, Risk: tier, Parameters: llm.Schema{"type": "object"},
+	task := func(name, tier string) *workflow.Task {
+		return &workflow.Task{Name: name, Description: name, Risk: tier, Parameters: workflow.Schema{"type": "object"},
 			Run: func(context.Context, *workflow.TaskRequest) (*workflow.TaskResponse, error) {
 				return &workflow.TaskResponse{Result: map[string]any{"task": name}}, nil
 			}}
@@ -312,10 +310,10 @@ func tiered() *workflow.Workflow {
 	return &workflow.Workflow{Name: "tiered", InitialStage: "start",
 		Stages: map[string]*workflow.Stage{
 			"start": {Name: "start", Tasks: map[string]*workflow.Task{
-				"look": task("look", govern.ReadOnly), "poke": task("poke", govern.WriteLowRisk), "undeclared": task("undeclared", 0)}},
+				"look": task("look", workflow.RiskReadOnly), "poke": task("poke", workflow.RiskWriteLow), "undeclared": task("undeclared", "")}},
 			"next": {Name: "next", Tasks: map[string]*workflow.Task{
-				"peek": task("peek", govern.ReadOnly), "pay": task("pay", govern.WriteHighRisk)}},
-			"end": {Name: "end", Tasks: map[string]*workflow.Task{"erase": task("erase", govern.WriteHighRisk)}},
+				"peek": task("peek", workflow.RiskReadOnly), "pay": task("pay", workflow.RiskWriteHigh)}},
+			"end": {Name: "end", Tasks: map[string]*workflow.Task{"erase": task("erase", workflow.RiskWriteHigh)}},
 		},
 		Transitions: map[string][]string{"start": {"next"}, "next": {"start", "end"}, "end": {}},
 	}

@@ -1,4 +1,4 @@
-package messaging
+package uampagent_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
+	"github.com/agentry-dev/agentry/messaging"
+	"github.com/agentry-dev/agentry/messaging/uampagent"
 )
 
 var researchSchema = llm.MustSchema(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)
@@ -94,16 +96,16 @@ func viewOf(t *testing.T, evs []agent.Event, subagentID string) subagentView {
 	return v
 }
 
-// TestUAP_8_4_RemoteAgentToolEvents: a remote UAMP agent used as a tool
+// TestUAP_8_4_RemoteToolEvents: a remote UAMP agent used as a tool
 // reaches the parent's stream with the subagent_* events a local
 // sub-agent produces — the same kinds, keys and UAP events, its UPP
 // events a subsequence of the local ones (framing is not sent over the
 // wire) — and leaves the same trace.
-func TestUAP_8_4_RemoteAgentToolEvents(t *testing.T) {
-	env := newTestEnv(t, AgentHandler(researcher(t), nil), nil)
+func TestUAP_8_4_RemoteToolEvents(t *testing.T) {
+	env := newTestEnv(t, uampagent.NewHandler(researcher(t), nil))
 	for _, b := range bindings() {
 		t.Run(b.name, func(t *testing.T) {
-			remote, err := RemoteAgentTool(env.client(t, b.b, nil), serverDID, RemoteAgentOptions{Name: "research", Description: "Researches a question.", Parameters: researchSchema})
+			remote, err := uampagent.NewTool(env.client(t, b.b), serverDID, uampagent.ToolOptions{Name: "research", Description: "Researches a question.", Parameters: researchSchema})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,13 +167,13 @@ func isSubsequence(sub, seq []string) bool {
 
 // Aborting the parent run cancels the remote request: the remote run's
 // model sees its context end.
-func TestUAP_8_RemoteAgentToolCancel(t *testing.T) {
+func TestUAP_8_RemoteToolCancel(t *testing.T) {
 	m, started, cancelled := blockingModel()
-	env := newTestEnv(t, AgentHandler(newTestAgent(t, m), nil), nil)
+	env := newTestEnv(t, uampagent.NewHandler(newTestAgent(t, m), nil))
 	for _, b := range bindings() {
 		for _, when := range []agent.EventType{agent.EventSubagentStart, agent.EventSubagentEvent} {
 			t.Run(b.name+"/"+string(when), func(t *testing.T) {
-				remote, err := RemoteAgentTool(env.client(t, b.b, nil), serverDID, RemoteAgentOptions{Name: "research", Description: "d", Parameters: researchSchema})
+				remote, err := uampagent.NewTool(env.client(t, b.b), serverDID, uampagent.ToolOptions{Name: "research", Description: "d", Parameters: researchSchema})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -196,22 +198,22 @@ func TestUAP_8_RemoteAgentToolCancel(t *testing.T) {
 	}
 }
 
-func TestRemoteAgentToolOptions(t *testing.T) {
-	env := newTestEnv(t, Echo, nil)
-	c := env.client(t, SSE, nil)
-	for name, o := range map[string]RemoteAgentOptions{
+func TestNewToolOptions(t *testing.T) {
+	env := newTestEnv(t, messaging.Echo)
+	c := env.client(t, messaging.SSE)
+	for name, o := range map[string]uampagent.ToolOptions{
 		"no name":   {Description: "d", Parameters: researchSchema},
 		"no schema": {Name: "n", Description: "d"},
 	} {
-		if _, err := RemoteAgentTool(c, serverDID, o); err == nil {
+		if _, err := uampagent.NewTool(c, serverDID, o); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := RemoteAgentTool(nil, serverDID, RemoteAgentOptions{Name: "n", Description: "d", Parameters: researchSchema}); err == nil {
+	if _, err := uampagent.NewTool(nil, serverDID, uampagent.ToolOptions{Name: "n", Description: "d", Parameters: researchSchema}); err == nil {
 		t.Error("no client: accepted")
 	}
 	// Echo is an agent too: its chunks are the reply.
-	tool, err := RemoteAgentTool(c, serverDID, RemoteAgentOptions{Name: "echo", Description: "d", Parameters: researchSchema})
+	tool, err := uampagent.NewTool(c, serverDID, uampagent.ToolOptions{Name: "echo", Description: "d", Parameters: researchSchema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,8 +231,8 @@ func TestRemoteAgentToolOptions(t *testing.T) {
 func TestUAMP_Agent_LongReply(t *testing.T) {
 	long := strings.Repeat("Grüße 🙂 ", 30_000) // ~360 KiB
 	m := scripted.New(scripted.Step{Text: long, Chunks: []string{long}})
-	env := newTestEnv(t, AgentHandler(newTestAgent(t, m), nil), nil)
-	tool, err := RemoteAgentTool(env.client(t, SSE, nil), serverDID, RemoteAgentOptions{Name: "long", Description: "d", Parameters: researchSchema})
+	env := newTestEnv(t, uampagent.NewHandler(newTestAgent(t, m), nil))
+	tool, err := uampagent.NewTool(env.client(t, messaging.SSE), serverDID, uampagent.ToolOptions{Name: "long", Description: "d", Parameters: researchSchema})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package messaging
+package uampagent_test
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
+	"github.com/agentry-dev/agentry/messaging"
+	"github.com/agentry-dev/agentry/messaging/uampagent"
 )
 
 // lookupTool answers every question with 42.
@@ -32,7 +33,7 @@ func newTestAgent(t *testing.T, m *scripted.Model, tools ...llm.Tool) *agent.Age
 
 // collectAll reads a reply to the end: its deltas, and the error that ended
 // it (nil after done).
-func collectAll(t *testing.T, r *Reply) ([]*envelope.Delta, error) {
+func collectAll(t *testing.T, r *messaging.Reply) ([]*envelope.Delta, error) {
 	t.Helper()
 	var ds []*envelope.Delta
 	for d, err := range r.Deltas() {
@@ -57,14 +58,14 @@ func eventName(ev agent.Event) string {
 
 func TestUAMP_Agent_AskStreamsRun(t *testing.T) {
 	m := scripted.New()
-	env := newTestEnv(t, AgentHandler(newTestAgent(t, m, lookupTool()), nil), nil)
+	env := newTestEnv(t, uampagent.NewHandler(newTestAgent(t, m, lookupTool()), nil))
 	for _, b := range bindings() {
 		t.Run(b.name, func(t *testing.T) {
 			m.Push(
 				scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "c1", ToolName: "lookup", Arguments: map[string]any{"q": "answer"}}}},
 				scripted.Step{Text: "The answer is 42."},
 			)
-			c := env.client(t, b.b, nil)
+			c := env.client(t, b.b)
 			reply, err := c.Ask(context.Background(), ask("What is the answer?"))
 			if err != nil {
 				t.Fatal(err)
@@ -85,7 +86,11 @@ func TestUAMP_Agent_AskStreamsRun(t *testing.T) {
 					json.Unmarshal(d.Payload, &p)
 					text.WriteString(p.Content)
 				case envelope.DeltaProgress:
-					ev := progressEvent(d.Payload)
+					var p struct{ Event agent.Event }
+					if err := json.Unmarshal(d.Payload, &p); err != nil {
+						t.Fatalf("progress %s: %v", d.Payload, err)
+					}
+					ev := p.Event
 					events = append(events, eventName(ev))
 					if ev.UPP != nil && (ev.UPP.Type == llm.MessageStart || ev.UPP.Type == llm.ToolCallDelta) {
 						t.Errorf("framing event forwarded: %s", d.Payload)
@@ -96,7 +101,7 @@ func TestUAMP_Agent_AskStreamsRun(t *testing.T) {
 				t.Errorf("chunks %q", text.String())
 			}
 			last := ds[len(ds)-1]
-			var done AgentDone
+			var done uampagent.Done
 			if last.Type != envelope.DeltaDone || json.Unmarshal(last.Payload, &done) != nil || done.Content != "The answer is 42." || done.Usage.TotalTokens == 0 {
 				t.Errorf("final delta %s %s", last.Type, last.Payload)
 			}
@@ -123,21 +128,12 @@ func blockingModel() (m *scripted.Model, started, cancelled chan struct{}) {
 	return m, started, cancelled
 }
 
-func wait(t *testing.T, ch chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s did not happen", what)
-	}
-}
-
 func TestUAMP_Agent_CancelAbortsRun(t *testing.T) {
 	m, started, cancelled := blockingModel()
-	env := newTestEnv(t, AgentHandler(newTestAgent(t, m), nil), nil)
+	env := newTestEnv(t, uampagent.NewHandler(newTestAgent(t, m), nil))
 	for _, b := range bindings() {
 		t.Run(b.name, func(t *testing.T) {
-			c := env.client(t, b.b, nil)
+			c := env.client(t, b.b)
 			reply, err := c.Ask(context.Background(), ask("think forever"))
 			if err != nil {
 				t.Fatal(err)
@@ -178,12 +174,12 @@ func TestUAMP_Agent_Errors(t *testing.T) {
 		{"empty body", scripted.Step{}, envelope.Body{Type: "text/plain", Content: " "}, envelope.CodeBadRequest, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newTestEnv(t, AgentHandler(newTestAgent(t, scripted.New(tc.step)), nil), nil)
+			env := newTestEnv(t, uampagent.NewHandler(newTestAgent(t, scripted.New(tc.step)), nil))
 			req := ask("hello")
 			if tc.body.Type != "" {
 				req.Body = tc.body
 			}
-			reply, err := env.client(t, SSE, nil).Ask(context.Background(), req)
+			reply, err := env.client(t, messaging.SSE).Ask(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
 			}

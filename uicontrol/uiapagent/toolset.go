@@ -1,4 +1,4 @@
-package uicontrol
+package uiapagent
 
 import (
 	"context"
@@ -6,58 +6,46 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/uicontrol"
 )
 
-// The agent-side bridge: an app's actions as llm.Tools for a model
-// (docs/spec-notes/uiap.md, "Actions as tools").
-
-// ToolOptions configures Tools. The zero value works.
-type ToolOptions struct {
+// Options configures a Toolset; nil or the zero value works.
+type Options struct {
 	// Timeout bounds each action on the app side (timeoutMs); 0 means
 	// none (the tool call's context still bounds it).
 	Timeout time.Duration
 }
 
-// Toolbox offers the actions of an agent's session as llm.Tools. The
-// tools follow the capability document: Tools returns those of the
-// current document, and Changed says when the app replaced it
-// (capabilities.changed) since. Its methods are safe for concurrent use.
-type Toolbox struct {
-	a    *Agent
-	opts ToolOptions
-
-	mu  sync.Mutex
-	rev string // of the document the last Tools call built from
+// Toolset offers the actions of a UIAP agent's session as the tools of
+// an agent (agent.Toolset). The tools follow the capability document:
+// each step is offered those of the document the app published last
+// (capabilities.changed), so an action that changes the app's screen
+// changes the next step's tools. Safe for concurrent use.
+type Toolset struct {
+	a    *uicontrol.Agent
+	opts Options
 }
 
-// Tools returns a Toolbox over the session of a, reading the capability
-// document first if the agent has none yet. opts may be nil.
-func Tools(ctx context.Context, a *Agent, opts *ToolOptions) (*Toolbox, error) {
+var _ agent.Toolset = (*Toolset)(nil)
+
+// NewToolset returns a Toolset over the session of a, reading the
+// capability document first if a has none yet. opts may be nil.
+func NewToolset(ctx context.Context, a *uicontrol.Agent, opts *Options) (*Toolset, error) {
 	if a.Capabilities() == nil {
 		if _, err := a.GetCapabilities(ctx); err != nil {
 			return nil, err
 		}
 	}
-	tb := &Toolbox{a: a}
+	ts := &Toolset{a: a}
 	if opts != nil {
-		tb.opts = *opts
+		ts.opts = *opts
 	}
-	return tb, nil
-}
-
-// Changed reports whether the capability document was replaced since the
-// last Tools call.
-func (tb *Toolbox) Changed() bool {
-	c := tb.a.Capabilities()
-	tb.mu.Lock()
-	defer tb.mu.Unlock()
-	return c != nil && c.Revision != tb.rev
+	return ts, nil
 }
 
 // Tools returns one tool per action of the current capability document,
@@ -68,15 +56,13 @@ func (tb *Toolbox) Changed() bool {
 // schema; it runs the action with CallAction and returns its result. Its
 // governance tier (govern.Declare) follows the action's risk: a
 // read-only action (readOnly: true) read_only, low and medium
-// write_low_risk, high and undeclared write_high_risk.
-func (tb *Toolbox) Tools() []llm.Tool {
-	c := tb.a.Capabilities()
+// write_low_risk, high and undeclared write_high_risk. Tools reads the
+// document the session holds, without a request.
+func (ts *Toolset) Tools(context.Context, *agent.State) ([]llm.Tool, error) {
+	c := ts.a.Capabilities()
 	if c == nil {
-		return nil
+		return nil, nil
 	}
-	tb.mu.Lock()
-	tb.rev = c.Revision
-	tb.mu.Unlock()
 	var tools []llm.Tool
 	used := map[string]bool{}
 	for _, d := range declaredActions(c.Capabilities) {
@@ -97,30 +83,30 @@ func (tb *Toolbox) Tools() []llm.Tool {
 		}
 		id := d.ID
 		t := llm.Tool{Name: name, Description: desc, Parameters: d.Args,
-			Run: func(ctx context.Context, args map[string]any) (any, error) { return tb.call(ctx, id, args) }}
+			Run: func(ctx context.Context, args map[string]any) (any, error) { return ts.call(ctx, id, args) }}
 		tools = append(tools, govern.Declare(t, govern.Declaration{Tier: TierOf(d.Risk, d.ReadOnly)}))
 	}
-	return tools
+	return tools, nil
 }
 
 // TierOf maps an action's risk to the governance tier its tool declares:
 // read_only for a read-only action, write_low_risk for low and medium
 // risk, write_high_risk otherwise (an undeclared risk counts as high).
-func TierOf(r Risk, readOnly bool) govern.Tier {
+func TierOf(r uicontrol.Risk, readOnly bool) govern.Tier {
 	switch {
 	case readOnly:
 		return govern.ReadOnly
-	case r == RiskLow || r == RiskMedium:
+	case r == uicontrol.RiskLow || r == uicontrol.RiskMedium:
 		return govern.WriteLowRisk
 	}
 	return govern.WriteHighRisk
 }
 
-func (tb *Toolbox) call(ctx context.Context, id string, args map[string]any) (any, error) {
+func (ts *Toolset) call(ctx context.Context, id string, args map[string]any) (any, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
-	r, err := tb.a.CallAction(ctx, &ActionRequest{ActionID: id, Args: args, Timeout: tb.opts.Timeout}, nil)
+	r, err := ts.a.CallAction(ctx, &uicontrol.ActionRequest{ActionID: id, Args: args, Timeout: ts.opts.Timeout}, nil)
 	if err != nil {
 		return nil, describe(err)
 	}
@@ -136,7 +122,7 @@ func (tb *Toolbox) call(ctx context.Context, id string, args map[string]any) (an
 // describe turns an action's failure into what the model reads: the
 // code, the message and the details (what a workflow stage lacks…).
 func describe(err error) error {
-	e, ok := err.(*Error)
+	e, ok := err.(*uicontrol.Error)
 	if !ok || len(e.Details) == 0 {
 		return err
 	}
@@ -168,7 +154,7 @@ type declaredAction struct {
 	ID          string
 	Description string
 	Args        llm.Schema
-	Risk        Risk
+	Risk        uicontrol.Risk
 	ReadOnly    bool
 }
 
@@ -177,7 +163,7 @@ type declaredAction struct {
 // read are skipped. An entry's args schema is its "args" or "parameters"
 // member (default: an object with any members); its risk its "risk"
 // member or the risk section's entry for its ID ({"<id>": "low"}).
-func declaredActions(doc *CapabilityDocument) []declaredAction {
+func declaredActions(doc *uicontrol.CapabilityDocument) []declaredAction {
 	if doc == nil {
 		return nil
 	}
@@ -243,7 +229,7 @@ func declaredActions(doc *CapabilityDocument) []declaredAction {
 }
 
 // riskOf reads a risk: a level string, or an object with a "level".
-func riskOf(raw json.RawMessage) Risk {
+func riskOf(raw json.RawMessage) uicontrol.Risk {
 	var s string
 	if json.Unmarshal(raw, &s) != nil {
 		var o struct {
@@ -252,15 +238,5 @@ func riskOf(raw json.RawMessage) Risk {
 		_ = json.Unmarshal(raw, &o)
 		s = o.Level
 	}
-	return Risk(strings.ToLower(s))
-}
-
-// RunAgent runs an agent on opts with the toolbox's tools (replacing
-// opts.Tools) and, whenever an action changed the app's capabilities,
-// rebuilds it with the new tools and continues from the state reached
-// (no new input), until a run ends without a change. opts.Strategy's
-// stop condition is kept and checked too. A governed agent
-// (govern.Governor.Middleware) keeps one run across the rebuilt agents.
-func RunAgent(ctx context.Context, tb *Toolbox, opts agent.Options, input llm.Input, state *agent.State) (*agent.Result, error) {
-	return agent.GenerateRebuilt(ctx, opts, input, state, agent.Rebuild{Tools: tb.Tools, Changed: tb.Changed, Context: govern.Segments})
+	return uicontrol.Risk(strings.ToLower(s))
 }

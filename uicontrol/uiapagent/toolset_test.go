@@ -1,4 +1,4 @@
-package uicontrol_test
+package uiapagent_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/store/memstore"
 	"github.com/agentry-dev/agentry/uicontrol"
+	"github.com/agentry-dev/agentry/uicontrol/uiapagent"
 	"github.com/agentry-dev/agentry/uicontrol/uiapworkflow"
 	"github.com/agentry-dev/agentry/workflow"
 )
@@ -25,12 +26,23 @@ func toolCall(name string, args map[string]any) scripted.Step {
 	return scripted.Step{ToolCalls: []llm.ToolCall{{ToolName: name, Arguments: args}}}
 }
 
-// A scripted model drives the store workflow, served as a UIAP app,
-// through the app's actions as tools, which follow capabilities.changed.
-func TestToolsDriveTheStoreWorkflowApp(t *testing.T) {
+// newAgent is an agent on m whose tools are the toolset's, per step.
+func newAgent(t *testing.T, m *scripted.Model, ts *uiapagent.Toolset, mw ...agent.Middleware) *agent.Agent {
+	t.Helper()
+	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{ts}, Middleware: mw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// A scripted model drives the store workflow, served as a UIAP app, in
+// one run, through the app's actions as tools, which follow
+// capabilities.changed from one step to the next.
+func TestToolsetDrivesTheStoreWorkflowApp(t *testing.T) {
 	engine, a := storeSession(t)
 	ctx := t.Context()
-	tb, err := uicontrol.Tools(ctx, a, nil)
+	ts, err := uiapagent.NewToolset(ctx, a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +56,7 @@ func TestToolsDriveTheStoreWorkflowApp(t *testing.T) {
 		toolCall("place_order", map[string]any{"payment_method": "card"}),
 		scripted.Step{Text: "Ordered."},
 	)
-	res, err := uicontrol.RunAgent(ctx, tb, agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}}, llm.Text("Buy espresso beans."), nil)
+	res, err := newAgent(t, m, ts).Generate(ctx, llm.Text("Buy espresso beans."), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +96,12 @@ func TestToolsDriveTheStoreWorkflowApp(t *testing.T) {
 	// Each tool declares the tier its action's risk maps to: the store's
 	// tasks declare theirs (view_cart read_only, place_order
 	// write_high_risk); transitions and the state input are medium risk.
+	tools, err := ts.Tools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tiers := map[string]govern.Tier{}
-	for _, tool := range tb.Tools() {
+	for _, tool := range tools {
 		if d, ok := govern.DeclarationOf(tool); ok {
 			tiers[tool.Name] = d.Tier
 		}
@@ -105,7 +121,7 @@ func TestToolsDriveTheStoreWorkflowApp(t *testing.T) {
 func TestGovernedAgentGatesTheTools(t *testing.T) {
 	engine, a := storeSession(t)
 	ctx := t.Context()
-	tb, err := uicontrol.Tools(ctx, a, nil)
+	ts, err := uiapagent.NewToolset(ctx, a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +138,8 @@ func TestGovernedAgentGatesTheTools(t *testing.T) {
 		toolCall("place_order", map[string]any{"payment_method": "card"}),
 		scripted.Step{Text: "Could not order it."},
 	)
-	opts := agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{})}}
-	res, err := uicontrol.RunAgent(ctx, tb, opts, llm.Text("Order espresso beans."), nil)
+	j := g.Journal()
+	res, err := newAgent(t, m, ts, g.Middleware(govern.AgentOptions{})).Generate(ctx, llm.Text("Order espresso beans."), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +165,22 @@ func TestGovernedAgentGatesTheTools(t *testing.T) {
 	s := uaipSession(t, engine, a)
 	if cart, _ := s.State["cart"].(map[string]any); s.Stage != "checkout" || cart["SKU-001"] != 1.0 || s.State["order.id"] != nil {
 		t.Errorf("UAIP session at %s with state %v: the lower tiers should have run, place_order not", s.Stage, s.State)
+	}
+	// One governed run across the app's screens, delivered once.
+	starts, delivered := 0, 0
+	for r, err := range j.Records(ctx, 1) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case r.Kind == govern.KindRunStarted:
+			starts++
+		case r.Kind == govern.KindTransition && r.To == govern.Deliver:
+			delivered++
+		}
+	}
+	if starts != 1 || delivered != 1 {
+		t.Errorf("%d runs started, %d delivered; want 1 and 1", starts, delivered)
 	}
 }
 
@@ -194,7 +226,7 @@ func uaipSession(t *testing.T, engine *workflow.Engine, a *uicontrol.Agent) *wor
 	return s
 }
 
-func TestToolsReadTheDocument(t *testing.T) {
+func TestToolsetReadsTheDocument(t *testing.T) {
 	app := uicontrol.NewApp(nil)
 	doc, err := uicontrol.DecodeCapabilityDocument([]byte(`{
 		"actions": [
@@ -221,7 +253,7 @@ func TestToolsReadTheDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	tb, err := uicontrol.Tools(ctx, a, nil)
+	ts, err := uiapagent.NewToolset(ctx, a, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,8 +262,12 @@ func TestToolsReadTheDocument(t *testing.T) {
 		tier       govern.Tier
 		props      bool
 	}
+	tools, err := ts.Tools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var gots []got
-	for _, tool := range tb.Tools() {
+	for _, tool := range tools {
 		d, _ := govern.DeclarationOf(tool)
 		_, props := tool.Parameters["properties"].(map[string]any)
 		gots = append(gots, got{tool.Name, tool.Description, d.Tier, props})
@@ -245,18 +281,22 @@ func TestToolsReadTheDocument(t *testing.T) {
 	if !slices.Equal(gots, want) {
 		t.Errorf("tools\n got %+v\nwant %+v", gots, want)
 	}
-	if tb.Changed() {
-		t.Error("Changed before any change")
-	}
+
+	// The app replaces its document: the next resolution follows it.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a safety net: the change comes at once
+	defer cancel()
+	changes := a.Changes(wctx)
 	doc.Actions = []byte(`[{"id":"pay"}]`)
 	if _, err := app.SetCapabilities(ctx, doc, "fewer"); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !tb.Changed() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	for _, err := range changes {
+		if err != nil {
+			t.Fatal(err)
+		}
+		break
 	}
-	if !tb.Changed() || len(tb.Tools()) != 1 || tb.Changed() {
-		t.Error("the toolbox did not follow capabilities.changed")
+	if tools, err := ts.Tools(ctx, nil); err != nil || len(tools) != 1 || tools[0].Name != "pay" {
+		t.Errorf("after capabilities.changed: %d tools (%v), want pay alone", len(tools), err)
 	}
 }

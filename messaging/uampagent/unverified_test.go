@@ -1,4 +1,4 @@
-package messaging
+package uampagent_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
+	"github.com/agentry-dev/agentry/messaging/uampagent"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -28,7 +29,7 @@ func (unverifying) WrapStream(_ context.Context, _ *agent.MiddlewareContext, emi
 
 // An agent's text deltas marked unverified (agent.Event.Unverified) stay
 // marked on the wire — chunk {"content", "unverified": true} — and, read
-// back by a RemoteAgentTool, in the parent's stream; unmarked ones are
+// back by a NewTool tool, in the parent's stream; unmarked ones are
 // plain {"content"} chunks.
 func TestUAMP_Agent_UnverifiedChunksStayMarked(t *testing.T) {
 	for _, marked := range []bool{true, false} {
@@ -42,11 +43,11 @@ func TestUAMP_Agent_UnverifiedChunksStayMarked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env := newTestEnv(t, AgentHandler(a, nil), nil)
+		env := newTestEnv(t, uampagent.NewHandler(a, nil))
 		for _, b := range bindings() {
 			t.Run(b.name+map[bool]string{true: "/marked", false: "/plain"}[marked], func(t *testing.T) {
 				m.Push(scripted.Step{Text: "The answer is 42.", Chunks: []string{"The answer ", "is 42."}})
-				reply, err := env.client(t, b.b, nil).Ask(context.Background(), ask("What is the answer?"))
+				reply, err := env.client(t, b.b).Ask(context.Background(), ask("What is the answer?"))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -76,7 +77,7 @@ func TestUAMP_Agent_UnverifiedChunksStayMarked(t *testing.T) {
 
 				// A remote agent tool keeps the marking in the parent's stream.
 				m.Push(scripted.Step{Text: "found it", Chunks: []string{"found ", "it"}})
-				remote, err := RemoteAgentTool(env.client(t, b.b, nil), serverDID, RemoteAgentOptions{Name: "research", Description: "d", Parameters: researchSchema})
+				remote, err := uampagent.NewTool(env.client(t, b.b), serverDID, uampagent.ToolOptions{Name: "research", Description: "d", Parameters: researchSchema})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package messaging
+package uampagent
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/messaging"
 )
 
-// AgentOptions configures AgentHandler; the zero value works.
-type AgentOptions struct {
+// HandlerOptions configures NewHandler; nil or the zero value works.
+type HandlerOptions struct {
 	// Input turns a request into the agent's input and the state its run
-	// starts from. Default AgentInput: body.content as a text prompt
+	// starts from. Default TextInput: body.content as a text prompt
 	// (body.type text/*, utf-8, uncompressed; 4.00 otherwise), from an
 	// initial state whose metadata "uamp" records the request's from and
 	// id. An *envelope.Error it returns is the requester's answer.
@@ -24,7 +25,7 @@ type AgentOptions struct {
 	// Progress chooses which agent events become progress deltas; nil
 	// forwards every UAP event and the UPP events other than text deltas
 	// (which are chunks) and the message, content-block and tool-call
-	// fragment framing (see AgentHandler).
+	// fragment framing (see NewHandler).
 	Progress func(agent.Event) bool
 }
 
@@ -36,9 +37,9 @@ const (
 	maxProgressEvent = 256 << 10
 )
 
-// AgentDone is the payload of the done delta of an agent served by
-// AgentHandler.
-type AgentDone struct {
+// Done is the payload of the done delta of an agent served by
+// NewHandler.
+type Done struct {
 	// Content is the reply text (the run's last assistant message): for
 	// a governed agent, the delivered answer, which chunks marked
 	// unverified may not have been.
@@ -52,9 +53,10 @@ type AgentDone struct {
 	Data any `json:"data,omitempty"`
 }
 
-// AgentHandler serves agent a over UAMP (issue 6, "agents over UAMP"):
-// each ask runs a from the request's input (AgentOptions.Input) and
-// streams the run's events as deltas:
+// NewHandler returns the messaging.Handler that serves agent a over UAMP
+// ("agents over UAMP", docs/spec-notes/uamp.md): each ask runs a from the
+// request's input (HandlerOptions.Input) and streams the run's events as
+// deltas:
 //
 //   - a UPP text_delta is a chunk {"content": "<text>"}, as Echo sends,
 //     so that a consumer reassembles the reply the same way; a delta the
@@ -69,7 +71,7 @@ type AgentDone struct {
 //     events (message_start/stop, content_block_start/stop) and
 //     tool_call_delta fragments are not forwarded: an action event
 //     carries the complete calls;
-//   - the run's end is done, with AgentDone as payload;
+//   - the run's end is done, with Done as payload;
 //   - a failure is an error delta: 5.04 (retryable) when the model is
 //     unavailable for a retryable reason (rate limit, network, timeout),
 //     anything else 5.00 without its text; a request Input refuses is
@@ -79,13 +81,13 @@ type AgentDone struct {
 // included), and the stream ends with a cancel delta. The run's events
 // wait for the consumer: a run never gets more than the stream's window
 // ahead of it.
-func AgentHandler(a *agent.Agent, opts *AgentOptions) Handler {
-	var o AgentOptions
+func NewHandler(a *agent.Agent, opts *HandlerOptions) messaging.Handler {
+	var o HandlerOptions
 	if opts != nil {
 		o = *opts
 	}
 	if o.Input == nil {
-		o.Input = AgentInput
+		o.Input = TextInput
 	}
 	if o.Progress == nil {
 		o.Progress = forwardedEvent
@@ -95,13 +97,13 @@ func AgentHandler(a *agent.Agent, opts *AgentOptions) Handler {
 
 type agentHandler struct {
 	a    *agent.Agent
-	opts AgentOptions
+	opts HandlerOptions
 }
 
-// AgentInput is AgentOptions.Input's default: the request's body.content
+// TextInput is HandlerOptions.Input's default: the request's body.content
 // as a text prompt, from an initial state whose metadata "uamp" holds
 // {"from", "id"} of the request.
-func AgentInput(req *envelope.Envelope) (llm.Input, *agent.State, error) {
+func TextInput(req *envelope.Envelope) (llm.Input, *agent.State, error) {
 	b := req.Body
 	mt, _, _ := strings.Cut(b.Type, ";")
 	switch {
@@ -118,7 +120,7 @@ func AgentInput(req *envelope.Envelope) (llm.Input, *agent.State, error) {
 	return llm.Text(b.Content), state, nil
 }
 
-// forwardedEvent is AgentOptions.Progress's default.
+// forwardedEvent is HandlerOptions.Progress's default.
 func forwardedEvent(ev agent.Event) bool {
 	if ev.Source != agent.SourceUPP || ev.UPP == nil {
 		return ev.UAP != nil
@@ -130,7 +132,7 @@ func forwardedEvent(ev agent.Event) bool {
 	return true
 }
 
-func (h *agentHandler) ServeUAMP(ctx context.Context, req *envelope.Envelope, s *Stream) error {
+func (h *agentHandler) ServeUAMP(ctx context.Context, req *envelope.Envelope, s *messaging.Stream) error {
 	input, state, err := h.opts.Input(req)
 	if err != nil {
 		return err
@@ -151,7 +153,7 @@ func (h *agentHandler) ServeUAMP(ctx context.Context, req *envelope.Envelope, s 
 	if err != nil {
 		return agentError(ctx, err)
 	}
-	done := AgentDone{Content: res.Turn.Text(), Usage: res.Turn.Usage, Data: res.Turn.Data}
+	done := Done{Content: res.Turn.Text(), Usage: res.Turn.Usage, Data: res.Turn.Data}
 	payload, err := json.Marshal(done)
 	if err == nil && len(payload) <= maxProgressEvent {
 		err = s.Send(ctx, envelope.DeltaDone, payload)
@@ -167,7 +169,7 @@ func (h *agentHandler) ServeUAMP(ctx context.Context, req *envelope.Envelope, s 
 }
 
 // forward sends the delta of one agent event, if any.
-func (h *agentHandler) forward(ctx context.Context, s *Stream, ev agent.Event) error {
+func (h *agentHandler) forward(ctx context.Context, s *messaging.Stream, ev agent.Event) error {
 	if ev.Source == agent.SourceUPP && ev.UPP != nil && ev.UPP.Type == llm.TextDelta {
 		text := ev.UPP.Delta.Text
 		for len(text) > 0 {
@@ -199,7 +201,7 @@ func (h *agentHandler) forward(ctx context.Context, s *Stream, ev agent.Event) e
 	return err
 }
 
-// chunkPayload is the payload of a chunk delta AgentHandler sends.
+// chunkPayload is the payload of a chunk delta the handler sends.
 type chunkPayload struct {
 	Content    string `json:"content"`
 	Unverified bool   `json:"unverified,omitempty"`

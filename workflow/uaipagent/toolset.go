@@ -1,4 +1,4 @@
-package workflow
+package uaipagent
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/workflow"
 )
 
 // Names of the bridge's own tools (prefixed so that they cannot clash with
@@ -21,24 +22,25 @@ const (
 	ToolStateInput = "uaip_state_input"
 )
 
-// Toolset bridges a UAIP session to an agent: Tools returns the current
-// stage's tasks as llm.Tools plus a transition tool (listing only the
+// Toolset bridges a UAIP session to an agent (agent.Toolset): its tools
+// are the current stage's tasks plus a transition tool (listing only the
 // allowed stages) and a state-input tool, so the model can only call what
-// the stage allows. After a transition the set changes: RunAgent rebuilds
-// the agent's tools at each stage change. Safe for concurrent use.
+// the stage allows. A transition changes the stage, and with it the tools
+// the agent's next step is offered. Safe for concurrent use.
 type Toolset struct {
-	client   *Client
+	client   *workflow.Client
 	session  string
 	workflow string
 
-	mu      sync.Mutex
-	next    *Next
-	changed bool
+	mu   sync.Mutex
+	next *workflow.Next
 }
+
+var _ agent.Toolset = (*Toolset)(nil)
 
 // NewToolset starts a session of workflowName on the server and returns
 // its toolset.
-func NewToolset(ctx context.Context, c *Client, workflowName string) (*Toolset, error) {
+func NewToolset(ctx context.Context, c *workflow.Client, workflowName string) (*Toolset, error) {
 	r, err := c.Initialize(ctx, workflowName)
 	if err != nil {
 		return nil, err
@@ -53,7 +55,7 @@ func NewToolset(ctx context.Context, c *Client, workflowName string) (*Toolset, 
 }
 
 // AttachToolset returns the toolset of an existing session.
-func AttachToolset(ctx context.Context, c *Client, sessionID string) (*Toolset, error) {
+func AttachToolset(ctx context.Context, c *workflow.Client, sessionID string) (*Toolset, error) {
 	s, err := c.Session(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -76,7 +78,7 @@ func (ts *Toolset) refresh(ctx context.Context, stage string) error {
 		return fmt.Errorf("uaip: workflow %s has no stage %s", ts.workflow, stage)
 	}
 	ts.mu.Lock()
-	ts.next = &Next{Stage: stage, Description: st.Description, Tasks: st.Tasks, Transitions: st.Transitions}
+	ts.next = &workflow.Next{Stage: stage, Description: st.Description, Tasks: st.Tasks, Transitions: st.Transitions}
 	ts.mu.Unlock()
 	return nil
 }
@@ -91,32 +93,25 @@ func (ts *Toolset) Stage() string {
 	return ts.next.Stage
 }
 
-// takeChanged reports (and clears) whether the stage changed since the
-// last call.
-func (ts *Toolset) takeChanged() bool {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	c := ts.changed
-	ts.changed = false
-	return c
-}
-
-func (ts *Toolset) observe(r *ExecuteResponse) {
+func (ts *Toolset) observe(r *workflow.ExecuteResponse) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if r.Next != nil {
-		if r.Next.Stage != ts.next.Stage {
-			ts.changed = true
-		}
 		ts.next = r.Next
 	} else if r.CurrentStage != ts.next.Stage {
-		ts.changed = true
-		ts.next = &Next{Stage: r.CurrentStage}
+		ts.next = &workflow.Next{Stage: r.CurrentStage}
 	}
 }
 
-// Tools returns the tools of the current stage, sorted by name.
-func (ts *Toolset) Tools() []llm.Tool {
+// Tools returns the tools of the current stage, sorted by name, then the
+// transition tool (when the stage has transitions) and the state-input
+// tool. It reads what the session's last response said, without a
+// request. Each tool declares its governance tier (govern.Declare): a
+// task the tier the server declares for it (TaskInfo.RiskTier; none or an
+// unknown one leaves it undeclared, which a governor treats as
+// write_high_risk) and its rollback; the transition and state-input tools,
+// which change only the session, write_low_risk.
+func (ts *Toolset) Tools(context.Context, *agent.State) ([]llm.Tool, error) {
 	ts.mu.Lock()
 	next := ts.next
 	ts.mu.Unlock()
@@ -128,13 +123,13 @@ func (ts *Toolset) Tools() []llm.Tool {
 	tools := make([]llm.Tool, 0, len(names)+2)
 	for _, n := range names {
 		ti := next.Tasks[n]
-		params := ti.Parameters
+		params := llm.Schema(ti.Parameters)
 		if params == nil {
 			params = llm.Schema{"type": "object", "properties": map[string]any{}}
 		}
 		tools = append(tools, ts.declare(llm.Tool{Name: n, Description: ti.Description, Parameters: params,
 			Run: func(ctx context.Context, args map[string]any) (any, error) {
-				return ts.act(ctx, &ExecuteRequest{Action: ActionMethodCall, Task: n, Args: args})
+				return ts.act(ctx, &workflow.ExecuteRequest{Action: workflow.ActionMethodCall, Task: n, Args: args})
 			}}, ti))
 	}
 	if len(next.Transitions) > 0 {
@@ -148,7 +143,7 @@ func (ts *Toolset) Tools() []llm.Tool {
 				"required": []any{"stage"}, "additionalProperties": false},
 			Run: func(ctx context.Context, args map[string]any) (any, error) {
 				stage, _ := args["stage"].(string)
-				return ts.act(ctx, &ExecuteRequest{Action: ActionStageTransition, Stage: stage})
+				return ts.act(ctx, &workflow.ExecuteRequest{Action: workflow.ActionStageTransition, Stage: stage})
 			}}, govern.Declaration{Tier: govern.WriteLowRisk}))
 	}
 	tools = append(tools, govern.Declare(llm.Tool{Name: ToolStateInput,
@@ -157,23 +152,21 @@ func (ts *Toolset) Tools() []llm.Tool {
 			"required": []any{"state_updates"}, "additionalProperties": false},
 		Run: func(ctx context.Context, args map[string]any) (any, error) {
 			updates, _ := args["state_updates"].(map[string]any)
-			return ts.act(ctx, &ExecuteRequest{Action: ActionStateInput, StateUpdates: updates})
+			return ts.act(ctx, &workflow.ExecuteRequest{Action: workflow.ActionStateInput, StateUpdates: updates})
 		}}, govern.Declaration{Tier: govern.WriteLowRisk}))
-	return tools
+	return tools, nil
 }
 
 // RollbackType is the type of the rollback actions of workflow tasks
-// (TaskRollback): Target is "<session id>/<task>", Payload
+// (workflow.TaskRollback): Target is "<session id>/<task>", Payload
 // {"session_id", "workflow", "task", "args"}. RollbackHandler executes
 // them.
 const RollbackType = "uaip.task"
 
 // declare records a task's risk tier and rollback for a governed agent
 // (govern.Governor.Middleware). A task the server declares no tier for
-// stays undeclared: the governor treats it as write_high_risk. The bridge's
-// own transition and state-input tools change only the session and are
-// write_low_risk.
-func (ts *Toolset) declare(t llm.Tool, ti TaskInfo) llm.Tool {
+// stays undeclared: the governor treats it as write_high_risk.
+func (ts *Toolset) declare(t llm.Tool, ti workflow.TaskInfo) llm.Tool {
 	var d govern.Declaration
 	if ti.RiskTier != "" {
 		tier, err := govern.ParseTier(ti.RiskTier)
@@ -219,7 +212,7 @@ func lookupPath(m map[string]any, dotted string) (any, bool) {
 // RollbackHandler returns the governor rollback handler for RollbackType
 // actions: it calls the compensating task in the session through c. Put it
 // in govern.Options.Rollbacks[RollbackType].
-func RollbackHandler(c *Client) govern.RollbackFunc {
+func RollbackHandler(c *workflow.Client) govern.RollbackFunc {
 	return func(ctx context.Context, a govern.RollbackAction) error {
 		b, err := json.Marshal(a.Payload)
 		if err != nil {
@@ -242,11 +235,11 @@ func RollbackHandler(c *Client) govern.RollbackFunc {
 // act runs an action and returns what the model sees: the result and
 // where the session now stands; an error's detail and extras become the
 // tool's error text.
-func (ts *Toolset) act(ctx context.Context, req *ExecuteRequest) (any, error) {
+func (ts *Toolset) act(ctx context.Context, req *workflow.ExecuteRequest) (any, error) {
 	req.WorkflowName = ts.workflow
 	r, err := ts.client.Execute(ctx, ts.session, req)
 	if err != nil {
-		var we *Error
+		var we *workflow.Error
 		if errors.As(err, &we) {
 			return nil, errors.New(describeError(we))
 		}
@@ -257,7 +250,7 @@ func (ts *Toolset) act(ctx context.Context, req *ExecuteRequest) (any, error) {
 	if len(r.Result) > 0 && string(r.Result) != "null" {
 		out["result"] = json.RawMessage(r.Result)
 	}
-	if req.Action != ActionMethodCall {
+	if req.Action != workflow.ActionMethodCall {
 		out["state"] = r.State
 	}
 	if r.Next != nil {
@@ -271,7 +264,7 @@ func (ts *Toolset) act(ctx context.Context, req *ExecuteRequest) (any, error) {
 	return out, nil
 }
 
-func describeError(e *Error) string {
+func describeError(e *workflow.Error) string {
 	var b strings.Builder
 	b.WriteString(e.Detail)
 	if len(e.Missing) > 0 {
@@ -284,28 +277,4 @@ func describeError(e *Error) string {
 		fmt.Fprintf(&b, " (allowed: %s)", strings.Join(e.Allowed, ", "))
 	}
 	return b.String()
-}
-
-// RunAgent drives an agent through the session: it builds the agent from
-// opts with the current stage's tools (replacing opts.Tools), runs it, and
-// whenever a transition changes the stage it rebuilds the agent with the
-// new stage's tools and continues from the state reached (no new input),
-// until a run completes without a stage change. opts.Strategy's stop
-// condition is kept and checked too.
-func RunAgent(ctx context.Context, ts *Toolset, opts agent.Options, input llm.Input, state *agent.State) (*agent.Result, error) {
-	// A governed agent (govern.Governor.Middleware) keeps one run across
-	// the rebuilt agents, verified when the last one ends.
-	return agent.GenerateRebuilt(ctx, opts, input, state, agent.Rebuild{
-		Tools:   func() []llm.Tool { ts.takeChanged(); return ts.Tools() },
-		Changed: ts.changedPeek,
-		Context: govern.Segments,
-	})
-}
-
-// changedPeek reports whether the stage changed, without clearing it
-// (RunAgent clears it between agents).
-func (ts *Toolset) changedPeek() bool {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.changed
 }

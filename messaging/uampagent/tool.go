@@ -1,4 +1,4 @@
-package messaging
+package uampagent
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/messaging"
 )
 
-// RemoteAgentOptions describes the tool that exposes a remote UAMP agent
-// as a sub-agent (UAP-1.1 §8). Name, Description and Parameters are
-// required: the schema is always explicit (§8.1).
-type RemoteAgentOptions struct {
+// ToolOptions describes the tool that exposes a remote UAMP agent as a
+// sub-agent (UAP-1.1 §8). Name, Description and Parameters are required:
+// the schema is always explicit (§8.1).
+type ToolOptions struct {
 	Name        string
 	Description string
 	Parameters  llm.Schema
@@ -31,7 +32,7 @@ type RemoteAgentOptions struct {
 	Input func(args map[string]any) (string, error)
 	// Output turns the reply into the tool result; nil uses the reply
 	// text.
-	Output func(r *RemoteResult) any
+	Output func(r *Result) any
 	// Type names the sub-agent in traces; default Name.
 	Type string
 	// Window is the asks' delta_window; 0 leaves it to the protocol's
@@ -43,10 +44,10 @@ type RemoteAgentOptions struct {
 	DependsOn  []string
 }
 
-// RemoteResult is a remote agent's reply.
-type RemoteResult struct {
+// Result is a remote agent's reply.
+type Result struct {
 	// Content is the reply text: the done payload's "content" when it
-	// has one (AgentHandler's), else the chunks' contents in order.
+	// has one (NewHandler's), else the chunks' contents in order.
 	Content string
 	// Usage is the done payload's "usage", when it reports one.
 	Usage llm.TokenUsage
@@ -54,8 +55,8 @@ type RemoteResult struct {
 	Done json.RawMessage
 }
 
-// RemoteAgentTool returns an llm.Tool that asks the UAMP agent to (a
-// DID the server at the other end of c answers for) over c, a sub-agent
+// NewTool returns an llm.Tool that asks the UAMP agent to (a DID the
+// server at the other end of c answers for) over c, a sub-agent
 // over the wire. It behaves like agent.SubagentTool: when the parent
 // run is streamed, the remote agent's deltas reach the parent's stream
 // as subagent_event between subagent_start and subagent_end (§8.4),
@@ -63,7 +64,7 @@ type RemoteResult struct {
 // recorded as an agent.SubagentTrace in the parent's state (§8.5). The
 // forwarded "event" is an agent.Event: a chunk becomes a UPP text_delta
 // (Unverified when the chunk says "unverified": true), a progress delta
-// carrying {"event": …} (AgentHandler's) the event it carries, any other
+// carrying {"event": …} (NewHandler's) the event it carries, any other
 // progress payload a UAP event of type "progress" with the payload as
 // data. The trace has no tool executions: a remote agent's tools are its
 // own.
@@ -71,21 +72,21 @@ type RemoteResult struct {
 // When the parent run ends early (ctx cancelled), the remote request is
 // cancelled too (a cancel envelope, on a fresh connection over
 // WebSocket).
-func RemoteAgentTool(c *Client, to string, opts RemoteAgentOptions) (llm.Tool, error) {
+func NewTool(c *messaging.Client, to string, opts ToolOptions) (llm.Tool, error) {
 	switch {
 	case c == nil || to == "":
-		return llm.Tool{}, errors.New("messaging: RemoteAgentTool needs a client and the agent's DID")
+		return llm.Tool{}, errors.New("uampagent: NewTool needs a client and the agent's DID")
 	case opts.Name == "" || opts.Description == "":
-		return llm.Tool{}, errors.New("messaging: RemoteAgentTool needs a name and a description")
+		return llm.Tool{}, errors.New("uampagent: NewTool needs a name and a description")
 	case opts.Parameters == nil:
-		return llm.Tool{}, errors.New("messaging: RemoteAgentTool needs an explicit parameter schema (UAP-1.1 §8.1)")
+		return llm.Tool{}, errors.New("uampagent: NewTool needs an explicit parameter schema (UAP-1.1 §8.1)")
 	}
 	from := opts.From
 	if from == "" {
-		if did, _, ok := strings.Cut(c.opts.Key.KID(), "#"); ok && strings.HasPrefix(did, "did:") {
+		if did, _, ok := strings.Cut(c.KeyID(), "#"); ok && strings.HasPrefix(did, "did:") {
 			from = did
 		} else {
-			return llm.Tool{}, errors.New("messaging: RemoteAgentTool needs From: the client key's kid is not a DID URL")
+			return llm.Tool{}, errors.New("uampagent: NewTool needs From: the client key's kid is not a DID URL")
 		}
 	}
 	r := &remoteAgent{c: c, to: to, from: from, opts: opts, typ: opts.Type}
@@ -96,7 +97,7 @@ func RemoteAgentTool(c *Client, to string, opts RemoteAgentOptions) (llm.Tool, e
 		r.opts.Input = defaultRemoteInput
 	}
 	if r.opts.Output == nil {
-		r.opts.Output = func(res *RemoteResult) any { return res.Content }
+		r.opts.Output = func(res *Result) any { return res.Content }
 	}
 	t := llm.Tool{
 		Name: opts.Name, Description: opts.Description, Parameters: opts.Parameters,
@@ -118,10 +119,10 @@ func RemoteAgentTool(c *Client, to string, opts RemoteAgentOptions) (llm.Tool, e
 }
 
 type remoteAgent struct {
-	c        *Client
+	c        *messaging.Client
 	to, from string
 	typ      string
-	opts     RemoteAgentOptions
+	opts     ToolOptions
 }
 
 func defaultRemoteInput(args map[string]any) (string, error) {
@@ -178,7 +179,7 @@ func (r *remoteAgent) run(ctx context.Context, prompt string) (any, error) {
 }
 
 // ask sends the ask and reads its stream to the end.
-func (r *remoteAgent) ask(ctx context.Context, prompt string, emit func(agent.Event)) (*RemoteResult, error) {
+func (r *remoteAgent) ask(ctx context.Context, prompt string, emit func(agent.Event)) (*Result, error) {
 	req := envelope.New(r.from, []string{r.to}, envelope.IntentAsk, envelope.Body{Type: "text/plain", Content: prompt})
 	req.DeltaWindow = r.opts.Window
 	reply, err := r.c.Ask(ctx, req)
@@ -207,7 +208,7 @@ func (r *remoteAgent) ask(ctx context.Context, prompt string, emit func(agent.Ev
 		case envelope.DeltaProgress:
 			emit(progressEvent(d.Payload))
 		case envelope.DeltaDone:
-			res := &RemoteResult{Content: text.String(), Done: d.Payload}
+			res := &Result{Content: text.String(), Done: d.Payload}
 			var p struct {
 				Content *string         `json:"content"`
 				Usage   *llm.TokenUsage `json:"usage"`
@@ -230,24 +231,15 @@ func (r *remoteAgent) ask(ctx context.Context, prompt string, emit func(agent.Ev
 
 // withdraw cancels request req (§4.1 cancel), best effort: its
 // requester's context has ended, which also closed a WebSocket, so the
-// cancel goes on a fresh connection.
-func withdraw(c *Client, req *envelope.Envelope) {
+// cancel goes on a fresh connection (messaging.Client.Cancel).
+func withdraw(c *messaging.Client, req *envelope.Envelope) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r := &Reply{c: c, ctx: ctx, req: req}
-	if c.opts.Binding == WebSocket {
-		conn, err := c.dial(ctx)
-		if err != nil {
-			return
-		}
-		r.ws = conn
-		defer r.closeWS()
-	}
-	r.Cancel(ctx)
+	c.Cancel(ctx, req)
 }
 
 // progressEvent is the agent.Event a progress delta forwards: the event
-// an AgentHandler put in it, or a UAP event of type "progress" carrying
+// NewHandler put in it, or a UAP event of type "progress" carrying
 // another agent's payload.
 func progressEvent(payload json.RawMessage) agent.Event {
 	var p struct {
