@@ -1,35 +1,39 @@
-// Package runs serves governed agent runs over HTTP for agentry serve:
-// POST /v1/runs starts a run of a named agent, GET /v1/runs/{id} reports
-// it. Runs are governed (UAICP 0.3, github.com/UAICP/uaicp, package govern):
-// a run that needs an approval pauses durably, and the Service resumes it
-// when its approvals are decided — through POST /v1/approvals/{id} on any
-// replica, or after a restart (ResumeDecided).
+// Package runs provides governed agent runs: the one run primitive that
+// agentry's HTTP API, UAMP, MCP, the CLI and the console share. A Service
+// starts runs of agents by name in the background, reports them (Get,
+// List, Wait), cancels them (Cancel) and streams their events (Events);
+// Handler serves all of it over HTTP.
+//
+// Runs are governed by UAICP 0.3 (github.com/UAICP/uaicp), as package
+// govern implements it: every tool call is gated by its risk tier, a run
+// delivers only verified output or fails safe with its writes rolled
+// back, and a run that needs an approval pauses durably. The Service
+// resumes a paused run when its approvals are decided — through
+// govern.Governor.Decide in any process sharing the journal
+// (OnDecision), or after a restart (ResumeDecided). Everything a run did
+// is in the governance journal, so reads survive a restart: Get and List
+// answer from the journal, and Events derives a run's durable events from
+// its journal records.
+//
+//	svc, err := runs.New(ctx, &runs.Options{Governor: g, Agents: map[string]*agent.Agent{"support": a}})
+//	run, err := svc.Start(ctx, &runs.StartParams{Agent: "support", Input: "refund o-1001"})
+//	run, err = svc.Wait(ctx, run.RequestID) // delivered, failed safe, or paused for a human
 package runs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/ids"
-	"github.com/agentry-dev/agentry/internal/strictjson"
 	"github.com/agentry-dev/agentry/llm"
 )
-
-// MaxBody bounds a POST /v1/runs body.
-const MaxBody = 64 << 10
-
-// MaxWait bounds how long POST /v1/runs with "wait": true waits.
-const MaxWait = 100 * time.Second
 
 // Status is a run's status.
 type Status string
@@ -39,10 +43,10 @@ const (
 	Running   Status = "running"
 	Paused    Status = "paused"    // waiting for approvals
 	Delivered Status = "delivered" // deliver
-	FailSafe  Status = "fail_safe" // failed safe: see the envelope's uaicp.reasons
+	FailSafe  Status = "fail_safe" // failed safe: see Reasons
 )
 
-// Run is what GET /v1/runs/{id} answers.
+// Run is a run as the Service reports it (and GET /v1/runs/{id} answers).
 type Run struct {
 	RequestID string `json:"request_id"`
 	Agent     string `json:"agent,omitempty"`
@@ -60,7 +64,7 @@ type Run struct {
 	// answered without them).
 	DeniedCalls []govern.RefusedCall `json:"denied_calls,omitempty"`
 	// Reasons are the reason codes of a run that failed safe (as in the
-	// envelope's uaicp.reasons).
+	// envelope's uaicp.reasons); a cancelled run has CANCELLED.
 	Reasons []govern.Reason `json:"reasons,omitempty"`
 	// Error is what made the run fail safe when it came from outside the
 	// governor: a model or provider failure (reason MODEL_FAILED), with
@@ -68,64 +72,274 @@ type Run struct {
 	Error *govern.Cause `json:"error,omitempty"`
 }
 
-// Service runs governed agents in the background.
+// Settled reports whether the run waits for nothing a server does: it
+// delivered, failed safe, or is paused for a human's decision. (A paused
+// run whose approvals are all decided is about to resume: not settled.)
+func (r *Run) Settled() bool {
+	switch r.Status {
+	case Delivered, FailSafe:
+		return true
+	case Paused:
+		return len(r.PendingApprovals) > 0
+	}
+	return false
+}
+
+// Defaults of Options.
+const (
+	DefaultPollInterval = 250 * time.Millisecond
+	DefaultEventBuffer  = 256
+	DefaultHeartbeat    = 15 * time.Second
+)
+
+// Options configures a Service.
+type Options struct {
+	// Governor governs the runs; it is required. Set its
+	// govern.Options.OnDecision to the Service's OnDecision, so that a
+	// decided run resumes.
+	Governor *govern.Governor
+	// Agents are the agents the service runs, by name. Each must be
+	// governed by Governor's Middleware with AgentOptions.Name set to
+	// its name here (the name a paused run is resumed by).
+	Agents map[string]*agent.Agent
+	// Results keeps the final state of each delivered run under its
+	// request ID (the run's Output comes from there); nil keeps them in
+	// memory, gone with the process.
+	Results agent.CheckpointStore
+	// Logger receives operational records; nil is slog.Default().
+	Logger *slog.Logger
+	// PollInterval is how often Wait and the event streams look at the
+	// journal for what another process recorded (a decision, a run of
+	// another replica); 0 is DefaultPollInterval. What this process
+	// records is seen at once.
+	PollInterval time.Duration
+	// EventBuffer is how many events a subscriber of Events may fall
+	// behind before it catches up from the journal (see Events); 0 is
+	// DefaultEventBuffer.
+	EventBuffer int
+	// Heartbeat is the interval of the comment lines the events endpoint
+	// sends while a run is quiet, so that proxies keep the stream open;
+	// 0 is DefaultHeartbeat.
+	Heartbeat time.Duration
+}
+
+// Service runs governed agents in the background. It is safe for
+// concurrent use.
 type Service struct {
 	g       *govern.Governor
 	agents  map[string]*agent.Agent
 	results agent.CheckpointStore
 	log     *slog.Logger
+	opts    Options
 	base    context.Context
+	stop    context.CancelFunc
 
-	mu      sync.Mutex
-	running map[string]chan struct{} // closed when the run stops (ends or pauses)
-	wg      sync.WaitGroup
+	mu         sync.Mutex
+	closed     bool                  // Shutdown: no more runs start
+	running    map[string]*execution // runs executing in this process
+	cancelling map[string]int        // paused runs a Cancel is closing: not to be resumed
+	hubs       map[string]*hub       // event streams by request ID
+	changed    chan struct{}         // closed when something may have changed (Wait)
+	wg         sync.WaitGroup
+
+	idx runIndex
 }
 
-// New returns a service running agents (by name; each must be governed by
-// g's Middleware with AgentOptions.Name set to that name) and keeping their
-// final states in results under the run's request ID. Background runs use
-// base: cancelling it stops them (they fail safe).
-func New(base context.Context, g *govern.Governor, agents map[string]*agent.Agent, results agent.CheckpointStore, logger *slog.Logger) *Service {
-	if logger == nil {
-		logger = slog.Default()
+type execution struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the run stops (ends or pauses)
+}
+
+// New returns a service running opts.Agents under opts.Governor. ctx
+// bounds the service: when it is cancelled — or Close is called — the
+// runs executing here are cancelled (they fail safe) and event streams
+// end.
+func New(ctx context.Context, opts *Options) (*Service, error) {
+	if opts == nil || opts.Governor == nil {
+		return nil, newError(InvalidParams, "", "Options.Governor is required", nil)
 	}
-	return &Service{g: g, agents: agents, results: results, log: logger, base: base, running: map[string]chan struct{}{}}
+	o := *opts
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Results == nil {
+		o.Results = &memResults{states: map[string]*agent.State{}}
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.EventBuffer <= 0 {
+		o.EventBuffer = DefaultEventBuffer
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	for name, a := range o.Agents {
+		if name == "" || a == nil {
+			return nil, newError(InvalidParams, "", fmt.Sprintf("agent %q: an agent needs a name and an *agent.Agent", name), nil)
+		}
+	}
+	base, stop := context.WithCancel(ctx)
+	s := &Service{g: o.Governor, agents: o.Agents, results: o.Results, log: o.Logger, opts: o, base: base, stop: stop,
+		running: map[string]*execution{}, cancelling: map[string]int{}, hubs: map[string]*hub{}, changed: make(chan struct{})}
+	s.idx.init()
+	return s, nil
 }
 
-// Start starts a run of the named agent on input and returns its request
-// ID and a channel closed when it stops (delivers, fails or pauses).
-func (s *Service) Start(name, input string) (string, <-chan struct{}, error) {
-	a, ok := s.agents[name]
+// Shutdown stops the service gracefully: it starts no more runs (nor
+// resumes), waits until the runs executing here stop — they deliver,
+// fail or pause — or ctx ends, then cancels those still executing (they
+// fail safe) and ends the event streams. It returns ctx's error when it
+// had to cancel runs.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	idle := make(chan struct{})
+	go func() { s.wg.Wait(); close(idle) }()
+	var err error
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.stop()
+	<-idle
+	return err
+}
+
+// Close cancels the runs executing in this service (they fail safe, as
+// when the context given to New is cancelled), ends the event streams
+// and waits for the runs to stop. A paused run stays paused.
+func (s *Service) Close() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.Shutdown(ctx)
+	return nil
+}
+
+// Agents returns the names of the agents the service runs, sorted.
+func (s *Service) Agents() []string {
+	names := make([]string, 0, len(s.agents))
+	for n := range s.agents {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// notify wakes the Waits: something may have changed.
+func (s *Service) notify() {
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *Service) changes() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// StartParams describes a run to start.
+type StartParams struct {
+	// Agent names one of Options.Agents.
+	Agent string
+	// Input is the user's message to the agent; it must not be empty.
+	Input string
+}
+
+// Start starts a run of the named agent on the input, in the background,
+// and returns it as it is then: running, with its request ID (the run's
+// UAICP request_id, fixed before the run starts). It fails with
+// UnknownAgent for a name the service does not run, InvalidParams for an
+// empty input, Unavailable once the service is closed.
+func (s *Service) Start(ctx context.Context, p *StartParams) (*Run, error) {
+	if p == nil || p.Input == "" {
+		return nil, newError(InvalidParams, "", "input is empty", nil)
+	}
+	a, ok := s.agents[p.Agent]
 	if !ok {
-		return "", nil, fmt.Errorf("no agent named %q", name)
+		return nil, newError(UnknownAgent, "", fmt.Sprintf("no agent named %q", p.Agent), nil)
 	}
 	id := ids.New()
-	done := s.track(id)
+	if !s.launch(id, p.Agent, func(ctx context.Context) (*agent.Result, error) {
+		sr := a.Stream(govern.WithRequestID(ctx, id), llm.NewUserMessage(llm.Text(p.Input)), nil)
+		for ev, err := range sr.Events() {
+			if err != nil {
+				break
+			}
+			s.agentEvent(id, ev)
+		}
+		return sr.Result()
+	}) {
+		return nil, newError(Unavailable, "", "the service is closed", nil)
+	}
+	return &Run{RequestID: id, Agent: p.Agent, Status: Running}, nil
+}
+
+// launch runs fn in the background as run id, unless the service is
+// closed or the run is already executing here (or being cancelled).
+func (s *Service) launch(id, name string, fn func(ctx context.Context) (*agent.Result, error)) bool {
+	s.mu.Lock()
+	if s.closed || s.base.Err() != nil || s.running[id] != nil || s.cancelling[id] > 0 {
+		s.mu.Unlock()
+		return false
+	}
+	ctx, cancel := context.WithCancel(s.base)
+	ex := &execution{cancel: cancel, done: make(chan struct{})}
+	s.running[id] = ex
 	s.wg.Add(1)
+	s.mu.Unlock()
+	s.notify()
 	go func() {
 		defer s.wg.Done()
-		defer s.untrack(id)
-		res, err := a.Generate(govern.WithRequestID(s.base, id), llm.NewUserMessage(llm.Text(input)), nil)
+		defer cancel()
+		res, err := fn(ctx)
 		s.finish(id, name, res, err)
-	}()
-	return id, done, nil
-}
-
-func (s *Service) track(id string) chan struct{} {
-	done := make(chan struct{})
-	s.mu.Lock()
-	s.running[id] = done
-	s.mu.Unlock()
-	return done
-}
-
-func (s *Service) untrack(id string) {
-	s.mu.Lock()
-	if done, ok := s.running[id]; ok {
-		close(done)
+		s.mu.Lock()
 		delete(s.running, id)
-	}
+		h := s.hubs[id]
+		s.mu.Unlock()
+		close(ex.done)
+		if h != nil {
+			h.localEnded()
+		}
+		s.notify()
+	}()
+	return true
+}
+
+func (s *Service) executing(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running[id] != nil
+}
+
+// agentEvent publishes what a run's agent streamed to the run's event
+// subscribers, if it has any.
+func (s *Service) agentEvent(id string, ev agent.Event) {
+	s.mu.Lock()
+	h := s.hubs[id]
 	s.mu.Unlock()
+	if h == nil {
+		return
+	}
+	switch {
+	case ev.Source == agent.SourceUPP && ev.UPP != nil && ev.UPP.Type == llm.TextDelta && ev.UPP.Delta.Text != "":
+		h.publishTransient(modelEvent(id, ev.UPP.Delta.Text, ev.Unverified, nil))
+	case ev.Source == agent.SourceUAP && ev.UAP != nil:
+		// An agent event comes between model calls and tool rounds: what
+		// the run journaled up to here goes out first, so that the
+		// model's next words follow the results they answer.
+		h.poll(s.base)
+		if ev.UAP.Type == agent.EventAction {
+			if calls, ok := ev.UAP.Data["toolCalls"].([]llm.ToolCall); ok && len(calls) > 0 {
+				h.publishTransient(modelEvent(id, "", false, calls))
+			}
+		}
+	}
 }
 
 func (s *Service) finish(id, name string, res *agent.Result, err error) {
@@ -142,41 +356,44 @@ func (s *Service) finish(id, name string, res *agent.Result, err error) {
 	}
 }
 
-// Resume continues a paused run whose approvals are all decided.
-func (s *Service) Resume(requestID string) error {
+// resume continues a paused run whose approvals are all decided, unless
+// it executes here already or is being cancelled.
+func (s *Service) resume(requestID string) error {
 	r, err := s.g.Attach(s.base, requestID)
 	if err != nil {
 		return err
 	}
-	if !r.Paused() || len(r.PendingApprovals()) > 0 {
+	if !r.Paused() || len(r.PendingApprovals()) > 0 || r.Phase().Terminal() {
 		return nil
 	}
-	a, ok := s.agents[r.Resumer()]
+	name := r.Resumer()
+	a, ok := s.agents[name]
 	if !ok {
-		return fmt.Errorf("run %s was started by agent %q, which this server does not run", requestID, r.Resumer())
+		return fmt.Errorf("run %s was started by agent %q, which this service does not run", requestID, name)
 	}
-	s.mu.Lock()
-	_, busy := s.running[requestID]
-	s.mu.Unlock()
-	if busy {
-		return nil
-	}
-	s.track(requestID)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer s.untrack(requestID)
-		res, err := govern.ResumeAgent(s.base, s.g, a, requestID)
-		s.finish(requestID, r.Resumer(), res, err)
-	}()
+	s.launch(requestID, name, func(ctx context.Context) (*agent.Result, error) {
+		return govern.ResumeAgent(ctx, s.g, a, requestID)
+	})
 	return nil
 }
 
 // OnDecision resumes the decision's run once all its approvals are
 // decided; put it in govern.Options.OnDecision.
 func (s *Service) OnDecision(req govern.ApprovalRequest) {
-	if err := s.Resume(req.RequestID); err != nil {
+	s.kick(req.RequestID)
+	if err := s.resume(req.RequestID); err != nil {
 		s.log.Error("runs: resuming after an approval decision", "request_id", req.RequestID, "error", err)
+	}
+	s.notify()
+}
+
+// kick makes the run's event stream, if it has one, read the journal now.
+func (s *Service) kick(id string) {
+	s.mu.Lock()
+	h := s.hubs[id]
+	s.mu.Unlock()
+	if h != nil {
+		h.wake()
 	}
 }
 
@@ -195,29 +412,28 @@ func (s *Service) ResumeDecided(ctx context.Context) error {
 			continue
 		}
 		seen[a.RequestID] = true
-		if err := s.Resume(a.RequestID); err != nil {
+		if err := s.resume(a.RequestID); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Wait waits for the background runs to stop.
-func (s *Service) Wait() { s.wg.Wait() }
-
-// Get reports a run.
+// Get reports a run, from the journal. It fails with UnknownRun when no
+// run has that request ID.
 func (s *Service) Get(ctx context.Context, requestID string) (*Run, error) {
 	out := &Run{RequestID: requestID}
-	s.mu.Lock()
-	_, running := s.running[requestID]
-	s.mu.Unlock()
+	running := s.executing(requestID)
 	r, err := s.g.Attach(ctx, requestID)
 	if err != nil {
-		if running && errors.Is(err, govern.ErrUnknownRun) {
-			out.Status = Running // not journaled yet
-			return out, nil
+		if errors.Is(err, govern.ErrUnknownRun) {
+			if running {
+				out.Status = Running // not journaled yet
+				return out, nil
+			}
+			return nil, newError(UnknownRun, requestID, "no such run", err)
 		}
-		return nil, err
+		return nil, newError(Internal, requestID, "", err)
 	}
 	env := r.Envelope()
 	out.Envelope, out.Agent = &env, r.Resumer()
@@ -230,10 +446,7 @@ func (s *Service) Get(ctx context.Context, requestID string) (*Run, error) {
 		// reported delivered only with its output.
 		out.Status = Running
 	case env.State == govern.Deliver:
-		out.Status = Delivered
-		if st, err := s.results.Load(ctx, requestID); err == nil {
-			out.Output = finalText(st)
-		}
+		out.Status, out.Output = Delivered, s.output(ctx, requestID)
 	case env.State == govern.FailSafe:
 		out.Status = FailSafe
 		out.Reasons, out.Error = r.Reasons(), r.Cause()
@@ -246,6 +459,15 @@ func (s *Service) Get(ctx context.Context, requestID string) (*Run, error) {
 	return out, nil
 }
 
+// output returns the answer of a delivered run, from the result store.
+func (s *Service) output(ctx context.Context, requestID string) string {
+	st, err := s.results.Load(ctx, requestID)
+	if err != nil {
+		return ""
+	}
+	return finalText(st)
+}
+
 func finalText(st *agent.State) string {
 	ms := st.Messages()
 	for i := len(ms) - 1; i >= 0; i-- {
@@ -256,156 +478,99 @@ func finalText(st *agent.State) string {
 	return ""
 }
 
-// Handler serves POST /v1/runs and GET /v1/runs/{id}. Mount it at
-// "/v1/runs" and "/v1/runs/".
-func (s *Service) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/runs", s.post)
-	mux.HandleFunc("GET /v1/runs", s.list)
-	mux.HandleFunc("GET /v1/runs/{id}", s.get) // ?wait=DURATION: until the run is settled
-	return mux
-}
-
-type startRequest struct {
-	Agent string `json:"agent"`
-	Input string `json:"input"`
-	// Wait makes the call return when the run stops (delivers, fails
-	// or pauses), up to MaxWait.
-	Wait bool `json:"wait"`
-}
-
-func (s *Service) post(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "could not read the body")
-		return
-	}
-	if len(body) > MaxBody {
-		writeError(w, http.StatusRequestEntityTooLarge, "TOO_LARGE", fmt.Sprintf("body larger than %d bytes", MaxBody))
-		return
-	}
-	// Strictly (DESIGN §2): one closed object and nothing after it, no
-	// invalid UTF-8 or lone surrogate to be silently repaired in the
-	// input a run is journaled with.
-	var req startRequest
-	if err := strictjson.Decode(body, &req, &strictjson.Options{MaxSize: MaxBody, DisallowUnknownFields: true, DisallowDuplicates: true}); err != nil {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", `the body must be {"agent": "...", "input": "...", "wait": bool}: `+err.Error())
-		return
-	}
-	if req.Input == "" {
-		writeError(w, http.StatusBadRequest, "BAD_REQUEST", "input is empty")
-		return
-	}
-	id, done, err := s.Start(req.Agent, req.Input)
-	if err != nil {
-		writeError(w, http.StatusNotFound, "NOT_FOUND", err.Error())
-		return
-	}
-	status := http.StatusAccepted
-	if req.Wait {
-		select {
-		case <-done:
-			status = http.StatusOK
-		case <-time.After(MaxWait):
-		case <-r.Context().Done():
-		}
-	}
-	run, err := s.Get(r.Context(), id)
-	if err != nil {
-		run = &Run{RequestID: id, Agent: req.Agent, Status: Running}
-	}
-	w.Header().Set("Location", "/v1/runs/"+id)
-	writeJSON(w, status, run)
-}
-
-func (s *Service) get(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	var wait time.Duration
-	if q := r.URL.Query().Get("wait"); q != "" {
-		d, err := time.ParseDuration(q)
-		if err != nil || d < 0 {
-			writeError(w, http.StatusBadRequest, "BAD_REQUEST", `wait must be a duration such as "30s"`)
-			return
-		}
-		wait = min(d, MaxWait)
-	}
-	run, err := s.Get(r.Context(), id)
-	if err == nil && wait > 0 {
-		run, err = s.waitSettled(r.Context(), id, run, wait)
-	}
-	switch {
-	case errors.Is(err, govern.ErrUnknownRun):
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such run")
-	case err != nil:
-		s.log.Error("runs: reading a run", "request_id", id, "error", err)
-		writeError(w, http.StatusInternalServerError, "INTERNAL", "internal error")
-	default:
-		writeJSON(w, http.StatusOK, run)
-	}
-}
-
-// settled reports whether a run waits for nothing this server does: it
-// delivered, failed safe, or is paused for a human's decision.
-func settled(run *Run) bool {
-	switch run.Status {
-	case Delivered, FailSafe:
-		return true
-	case Paused:
-		return len(run.PendingApprovals) > 0
-	}
-	return false
-}
-
-// waitSettled waits, up to wait or the end of ctx, until the run is
-// settled, and returns it as it is then. A decided run resumes in the
-// background (OnDecision), so a client that decided it reads the run
-// that followed with GET /v1/runs/{id}?wait=30s.
-func (s *Service) waitSettled(ctx context.Context, id string, run *Run, wait time.Duration) (*Run, error) {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	poll := time.NewTicker(50 * time.Millisecond) // a resume that has not started yet is seen only in the journal
+// Wait waits until the run is settled (Run.Settled: delivered, failed
+// safe, or paused for a human) and returns it. A decided run resumes in
+// the background, so Wait right after a decision returns the run that
+// followed. When ctx ends first, Wait returns the run as it last saw it
+// with ctx's error.
+func (s *Service) Wait(ctx context.Context, requestID string) (*Run, error) {
+	poll := time.NewTicker(s.opts.PollInterval) // what another process does is seen only in the journal
 	defer poll.Stop()
-	for !settled(run) {
-		s.mu.Lock()
-		done := s.running[id]
-		s.mu.Unlock()
-		select {
-		case <-done: // nil when not running here: only the other cases
-		case <-poll.C:
-		case <-deadline.C:
-			return run, nil
-		case <-ctx.Done():
-			return run, nil
-		}
-		var err error
-		if run, err = s.Get(ctx, id); err != nil {
+	for {
+		changed := s.changes()
+		run, err := s.Get(ctx, requestID)
+		if err != nil {
 			return nil, err
 		}
+		if run.Settled() {
+			return run, nil
+		}
+		select {
+		case <-changed:
+		case <-poll.C:
+		case <-ctx.Done():
+			return run, ctx.Err()
+		}
 	}
-	return run, nil
 }
 
-// list answers the agents this service runs.
-func (s *Service) list(w http.ResponseWriter, r *http.Request) {
-	names := make([]string, 0, len(s.agents))
-	for n := range s.agents {
-		names = append(names, n)
+// Cancel cancels a run that has not ended. A run executing in this
+// service is stopped: it fails safe with reason CANCELLED, its recorded
+// writes rolled back (Cancel returns once it has). A paused run is closed
+// the same way: it fails safe with CANCELLED, the writes it recorded
+// before its pause rolled back, and its pending approvals can no longer
+// be decided. Cancel fails with UnknownRun for an unknown run,
+// RunFinished for one that delivered or failed safe (also when it
+// delivered before the cancellation reached it), and RunElsewhere for
+// one executing in another process sharing the journal.
+func (s *Service) Cancel(ctx context.Context, requestID string) error {
+	defer s.notify()
+	for {
+		s.mu.Lock()
+		ex := s.running[requestID]
+		if ex == nil {
+			s.cancelling[requestID]++ // no resume starts while the paused run is closed
+		}
+		s.mu.Unlock()
+		if ex == nil {
+			err := s.closePaused(ctx, requestID)
+			s.mu.Lock()
+			if s.cancelling[requestID]--; s.cancelling[requestID] == 0 {
+				delete(s.cancelling, requestID)
+			}
+			s.mu.Unlock()
+			s.kick(requestID)
+			return err
+		}
+		ex.cancel()
+		select {
+		case <-ex.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		run, err := s.Get(ctx, requestID)
+		if err != nil {
+			return err
+		}
+		switch run.Status {
+		case FailSafe:
+			return nil
+		case Delivered:
+			return newError(RunFinished, requestID, "the run delivered before it could be cancelled", nil)
+		}
+		// It paused (or resumed) as it was cancelled: close it as such.
 	}
-	sort.Strings(names)
-	writeJSON(w, http.StatusOK, map[string]any{"agents": names})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"INTERNAL","message":"internal error"}}`)
+// closePaused fails safe a run that does not execute in this process.
+func (s *Service) closePaused(ctx context.Context, requestID string) error {
+	r, err := s.g.Attach(ctx, requestID)
+	switch {
+	case errors.Is(err, govern.ErrUnknownRun):
+		return newError(UnknownRun, requestID, "no such run", err)
+	case err != nil:
+		return newError(Internal, requestID, "", err)
+	case r.Phase().Terminal():
+		return newError(RunFinished, requestID, fmt.Sprintf("the run has ended (%s)", r.Phase()), nil)
+	case !r.Paused():
+		return newError(RunElsewhere, requestID, "the run is executing in another process", nil)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", fmt.Sprint(len(b)+1))
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": msg}})
+	if _, err := r.Fail(ctx, "cancelled while paused", govern.Cancelled); err != nil {
+		if errors.Is(err, govern.ErrRunClosed) {
+			return newError(RunFinished, requestID, "the run has ended", err)
+		}
+		return newError(Internal, requestID, "", err)
+	}
+	s.log.Info("paused run cancelled", "request_id", requestID)
+	return nil
 }
