@@ -27,6 +27,7 @@ type hub struct {
 	durable    []*Event // every durable event published, in order
 	last       uint64   // the last Seq published
 	pendingEnd *Event   // EventEnded held back while the run executes here
+	releasing  bool     // the last model text was held back by the governor
 	end        uint64   // Seq of EventEnded once published
 	subs       map[*subscription]struct{}
 	kick       chan struct{}
@@ -272,6 +273,22 @@ func (h *hub) localEnded() {
 		h.pendingEnd = nil
 		h.publishLocked(end)
 	}
+}
+
+// publishText publishes model text. Text a governed run held back (not
+// marked unverified) comes out only once the run delivered: the journal
+// is read first, so that it follows the deliver.
+func (h *hub) publishText(ctx context.Context, text string, unverified bool) {
+	h.mu.Lock()
+	release := !unverified && !h.releasing
+	h.releasing = !unverified
+	h.mu.Unlock()
+	if release {
+		if err := h.poll(ctx); err != nil && ctx.Err() == nil {
+			h.s.log.Error("runs: reading a run's journal records", "request_id", h.id, "error", err)
+		}
+	}
+	h.publishTransient(modelEvent(h.id, text, unverified, nil))
 }
 
 // publishTransient numbers and publishes an event of the run executing

@@ -328,7 +328,7 @@ func (s *Service) agentEvent(id string, ev agent.Event) {
 	}
 	switch {
 	case ev.Source == agent.SourceUPP && ev.UPP != nil && ev.UPP.Type == llm.TextDelta && ev.UPP.Delta.Text != "":
-		h.publishTransient(modelEvent(id, ev.UPP.Delta.Text, ev.Unverified, nil))
+		h.publishText(s.base, ev.UPP.Delta.Text, ev.Unverified)
 	case ev.Source == agent.SourceUAP && ev.UAP != nil:
 		// An agent event comes between model calls and tool rounds: what
 		// the run journaled up to here goes out first, so that the
