@@ -187,7 +187,9 @@ func TestEvents_OrderSeqResumeRestart(t *testing.T) {
 	}
 }
 
-func must(next func() (*runs.Event, error, bool), _ func()) func() (*runs.Event, error, bool) { return next }
+func must(next func() (*runs.Event, error, bool), _ func()) func() (*runs.Event, error, bool) {
+	return next
+}
 
 // TestEvents_SlowConsumer: a subscriber that reads nothing does not hold
 // the run up — it delivers — and when it reads, it gets every durable
