@@ -58,7 +58,9 @@ func (r *Run) envelopeLocked(final bool) Envelope {
 		e.Outcome = Uncertain
 		e.Metadata[MetaReasons] = slices.Clone(r.reasons)
 	}
-	if p := r.pendingApprovalsLocked(); len(p) > 0 {
+	if p := r.pendingApprovalsLocked(); len(p) > 0 && !r.phase.Terminal() {
+		// A closed run waits for nothing: its approvals can no longer
+		// be decided (a paused run that was failed, say).
 		e.Metadata[MetaPendingApprovals] = p
 	}
 	if final && r.chunks > 0 {

@@ -102,7 +102,8 @@ func (r *Run) Snapshot() json.RawMessage {
 // Resume continues a paused run (one returned by Governor.Attach) once
 // every approval it waits for is decided, and returns the snapshot Pause
 // recorded. With approvals still pending it returns an *Error with
-// ApprovalRequired. A resume a crash interrupted may be paused again at
+// ApprovalRequired; a run that is closed, or being failed (Fail of a
+// paused run, to cancel it), returns ErrRunClosed. A resume a crash interrupted may be paused again at
 // the same pause by Recover, and Resume then returns the same snapshot:
 // a resumer redoes the waiting calls with the same call IDs, so that
 // Invoke replays those that committed instead of running them twice.
@@ -110,7 +111,7 @@ func (r *Run) Resume(ctx context.Context) (json.RawMessage, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case r.phase.Terminal():
+	case r.phase.Terminal(), r.closing: // closing: a Fail is under way
 		return nil, ErrRunClosed
 	case r.detached:
 		return nil, fmt.Errorf("govern: this Run was released by Pause; Attach the run again")

@@ -15,8 +15,8 @@ import (
 	"github.com/agentry-dev/agentry/govern/approverkey"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/models"
-	"github.com/agentry-dev/agentry/internal/runs"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/runs"
 	"github.com/agentry-dev/agentry/store"
 )
 
@@ -82,7 +82,10 @@ func startGovernance(ctx context.Context, e *env, f *serveFlags, st *store.Store
 	if err != nil {
 		return nil, err
 	}
-	svc = runs.New(ctx, g, map[string]*agent.Agent{builtin.SupportAgentName: support}, st.Checkpoints(), logger)
+	svc, err = runs.New(ctx, &runs.Options{Governor: g, Agents: map[string]*agent.Agent{builtin.SupportAgentName: support}, Results: st.Checkpoints(), Logger: logger})
+	if err != nil {
+		return nil, err
+	}
 	if err := svc.ResumeDecided(ctx); err != nil {
 		logger.Error("resuming decided runs", "error", err)
 	}

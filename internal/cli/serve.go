@@ -90,7 +90,9 @@ a WebSocket, and an open demo would run an agent for anyone.
 UAICP-0.3 (governed agent runs): POST /v1/runs starts a run of the
 built-in "support" agent ({"agent":"support","input":"refund o-1001",
 "wait":true}), GET /v1/runs/{id} reports it (?wait=30s: once it has
-delivered, failed safe or paused for a human). Every tool call is gated by
+delivered, failed safe or paused for a human), GET /v1/runs lists runs,
+POST /v1/runs/{id}/cancel cancels one, GET /v1/runs/{id}/events streams
+its events (SSE), GET /v1/agents names the agents. Every tool call is gated by
 its risk tier; a refund (write_high_risk) pauses the run until a human
 approves it: GET /v1/approvals, POST /v1/approvals/{id}, or
 "agentry approve ID --as NAME" with a key made by "agentry keys create".
@@ -346,11 +348,12 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 		stop := exportAudit(ctx, st, f.auditLog, logger)
 		defer stop() // after the runs below finished: their records go out too
 	}
-	defer gov.runs.Wait()
+	defer gov.runs.Close()
 	srv.Handle("/v1/approvals", gov.approvals)
 	srv.Handle("/v1/approvals/", gov.approvals)
 	srv.Handle("/v1/runs", gov.runsHTTP)
 	srv.Handle("/v1/runs/", gov.runsHTTP)
+	srv.Handle("/v1/agents", gov.runsHTTP)
 	srv.AddHealthCheck("sessions", func(ctx context.Context) error {
 		_, err := sessions.Get(ctx, "healthcheck-probe")
 		if errors.Is(err, workflow.ErrSessionNotFound) {

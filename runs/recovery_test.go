@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/internal/runs"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/runs"
 )
 
 // stopJournal passes appends to the journal under it until it is stopped
@@ -96,7 +96,7 @@ func TestUAICP_5_3_ApprovalSurvivesCrash(t *testing.T) {
 			j.stopAfter(n)
 			f.approve(t, r.PendingApprovals[0]) // the decision is the first append
 			<-decided
-			f.svc.Wait() // the old process is done: it did what it could before the crash
+			f.svc.Shutdown(context.Background()) // the old process is done: it did what it could before the crash
 			appends, stopped := j.since(before)
 			finished = !stopped
 			t.Logf("appends before the crash: %v", appends)

@@ -17,9 +17,9 @@ import (
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/builtin"
-	"github.com/agentry-dev/agentry/internal/runs"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
+	"github.com/agentry-dev/agentry/runs"
 	"github.com/agentry-dev/agentry/store/memstore"
 	"github.com/google/go-cmp/cmp"
 )
@@ -67,13 +67,16 @@ func (f *fixture) start(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc = runs.New(ctx, g, map[string]*agent.Agent{builtin.SupportAgentName: a}, f.results, nil)
+	svc, err = runs.New(ctx, &runs.Options{Governor: g, Agents: map[string]*agent.Agent{builtin.SupportAgentName: a}, Results: f.results})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := svc.ResumeDecided(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f.g, f.svc = g, svc
 	f.srv = httptest.NewServer(svc.Handler())
-	t.Cleanup(func() { f.srv.Close(); cancel(); svc.Wait() })
+	t.Cleanup(func() { f.srv.Close(); cancel(); svc.Close() })
 }
 
 func newFixture(t *testing.T) *fixture {

@@ -1,0 +1,278 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentry-dev/agentry/internal/sse"
+	"github.com/agentry-dev/agentry/internal/strictjson"
+)
+
+// MaxBody bounds a POST /v1/runs body.
+const MaxBody = 64 << 10
+
+// MaxWait bounds how long POST /v1/runs with "wait": true and GET
+// /v1/runs/{id}?wait= wait.
+const MaxWait = 100 * time.Second
+
+// writeTimeout bounds one write of an event stream to a client.
+const writeTimeout = 30 * time.Second
+
+// Handler serves the service over HTTP (mount it at "/v1/runs",
+// "/v1/runs/" and "/v1/agents"):
+//
+//	POST /v1/runs                  start a run: {"agent", "input", "wait"}
+//	GET  /v1/runs                  list runs: ?status=&agent=&limit=&after=
+//	GET  /v1/runs/{id}             a run; ?wait=DURATION: once it is settled
+//	POST /v1/runs/{id}/cancel      cancel a run
+//	GET  /v1/runs/{id}/events      its events, as Server-Sent Events
+//	GET  /v1/agents                the agents it runs
+//
+// Errors are {"error": {"code", "message"}} with the Code's status: 400
+// bad input, 404 unknown run or agent, 409 cancel of a finished run.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/runs", s.httpStart)
+	mux.HandleFunc("GET /v1/runs", s.httpList)
+	mux.HandleFunc("GET /v1/runs/{id}", s.httpGet)
+	mux.HandleFunc("POST /v1/runs/{id}/cancel", s.httpCancel)
+	mux.HandleFunc("GET /v1/runs/{id}/events", s.httpEvents)
+	mux.HandleFunc("GET /v1/agents", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"agents": s.Agents()})
+	})
+	return mux
+}
+
+type startRequest struct {
+	Agent string `json:"agent"`
+	Input string `json:"input"`
+	// Wait makes the call return when the run is settled, up to
+	// MaxWait.
+	Wait bool `json:"wait"`
+}
+
+func (s *Service) httpStart(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil {
+		s.writeError(w, newError(InvalidParams, "", "could not read the body", err))
+		return
+	}
+	if len(body) > MaxBody {
+		s.writeError(w, newError(TooLarge, "", fmt.Sprintf("body larger than %d bytes", MaxBody), nil))
+		return
+	}
+	// Strictly (DESIGN §2): one closed object and nothing after it, no
+	// invalid UTF-8 or lone surrogate to be silently repaired in the
+	// input a run is journaled with.
+	var req startRequest
+	if err := strictjson.Decode(body, &req, &strictjson.Options{MaxSize: MaxBody, DisallowUnknownFields: true, DisallowDuplicates: true}); err != nil {
+		s.writeError(w, newError(InvalidParams, "", `the body must be {"agent": "...", "input": "...", "wait": bool}: `+err.Error(), err))
+		return
+	}
+	run, err := s.Start(r.Context(), &StartParams{Agent: req.Agent, Input: req.Input})
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	status := http.StatusAccepted
+	if req.Wait {
+		ctx, cancel := context.WithTimeout(r.Context(), MaxWait)
+		defer cancel()
+		if got, err := s.Wait(ctx, run.RequestID); got != nil {
+			run = got
+			if err == nil {
+				status = http.StatusOK
+			}
+		}
+	}
+	w.Header().Set("Location", "/v1/runs/"+run.RequestID)
+	writeJSON(w, status, run)
+}
+
+func (s *Service) httpGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var wait time.Duration
+	if q := r.URL.Query().Get("wait"); q != "" {
+		d, err := time.ParseDuration(q)
+		if err != nil || d < 0 {
+			s.writeError(w, newError(InvalidParams, "", `wait must be a duration such as "30s"`, err))
+			return
+		}
+		wait = min(d, MaxWait)
+	}
+	var run *Run
+	var err error
+	if wait > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		defer cancel()
+		run, err = s.Wait(ctx, id)
+		if run != nil {
+			err = nil // not settled in time: the run as it is
+		}
+	} else {
+		run, err = s.Get(r.Context(), id)
+	}
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (s *Service) httpList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := &ListParams{Status: Status(q.Get("status")), Agent: q.Get("agent"), After: q.Get("after")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || !isDigits(v) {
+			s.writeError(w, newError(InvalidParams, "", fmt.Sprintf("limit must be a number from 1 to %d", MaxListLimit), nil))
+			return
+		}
+		p.Limit = n
+		if n == 0 {
+			p.Limit = -1 // explicit 0 is out of range, not the default
+		}
+	}
+	list, more, err := s.list(r.Context(), p)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	body := struct {
+		Runs []*Run `json:"runs"`
+		// Next is the cursor of the next page (after=), when there is one.
+		Next string `json:"next,omitempty"`
+	}{Runs: list}
+	if body.Runs == nil {
+		body.Runs = []*Run{}
+	}
+	if more {
+		body.Next = list[len(list)-1].RequestID
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.Cancel(r.Context(), id); err != nil {
+		s.writeError(w, err)
+		return
+	}
+	run, err := s.Get(r.Context(), id)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+// httpEvents streams a run's events as Server-Sent Events: "id:" is the
+// event's Seq, "event:" its type, "data:" the Event in JSON. A client
+// resumes with Last-Event-ID (or ?after=SEQ); comment lines keep a quiet
+// stream open. The stream ends after the "ended" event.
+func (s *Service) httpEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var after uint64
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("after")
+	}
+	if v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || !isDigits(v) {
+			s.writeError(w, newError(InvalidParams, id, "Last-Event-ID (or after) must be the seq of an event", nil))
+			return
+		}
+		after = n
+	}
+	sub, err := s.subscribe(r.Context(), id, after)
+	if err != nil {
+		s.writeError(w, err)
+		return
+	}
+	defer sub.close()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no") // proxies must not hold events back
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	flush := func() error {
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		return rc.Flush()
+	}
+	if flush() != nil {
+		return
+	}
+	beat := time.NewTicker(s.opts.Heartbeat)
+	defer beat.Stop()
+	for {
+		ev, err := sub.next(r.Context(), beat.C)
+		switch {
+		case err != nil:
+			var e *Error
+			if errors.As(err, &e) && e.Code == Unavailable {
+				_ = sse.Write(w, sse.Event{Type: "error", Data: mustJSON(errorBody(err))})
+				_ = flush()
+			}
+			return
+		case ev == nil:
+			if _, err := io.WriteString(w, ": heartbeat\n\n"); err != nil || flush() != nil {
+				return
+			}
+			continue
+		}
+		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		if err := sse.Write(w, sse.Event{ID: strconv.FormatUint(ev.Seq, 10), Type: string(ev.Type), Data: mustJSON(ev)}); err != nil || flush() != nil {
+			return
+		}
+	}
+}
+
+func isDigits(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte(`{"error":{"code":"INTERNAL","message":"internal error"}}`)
+	}
+	return b
+}
+
+func errorBody(err error) map[string]any {
+	_, code, msg := wireError(err)
+	return map[string]any{"error": map[string]string{"code": string(code), "message": msg}}
+}
+
+// writeError answers err with its code's status; what is internal is
+// logged, not sent.
+func (s *Service) writeError(w http.ResponseWriter, err error) {
+	status, _, _ := wireError(err)
+	if status == http.StatusInternalServerError {
+		s.log.Error("runs: request failed", "error", err)
+	}
+	writeJSON(w, status, errorBody(err))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"INTERNAL","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}

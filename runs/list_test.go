@@ -1,0 +1,124 @@
+package runs_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/runs"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestList: List returns the runs newest first, from the journal: their
+// agent, status and, by status, pending approvals or reasons; it filters
+// by status and agent and pages with a limit and a cursor — the same
+// after a restart. GET /v1/runs answers it with the next page's cursor;
+// bad parameters are a 400. GET /v1/agents names the agents.
+func TestList(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFixture(t)
+	var ids []string
+	var approval string
+	for _, in := range []string{"status of o-1002?", "please refund o-1001", "status of o-1003?", "please refund o-1001"} {
+		run, err := f.svc.Start(ctx, &runs.StartParams{Agent: "support", Input: in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		settled, err := f.svc.Wait(ctx, run.RequestID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ids) == 1 {
+			approval = settled.PendingApprovals[0]
+		}
+		ids = append(ids, run.RequestID)
+	}
+	if err := f.svc.Cancel(ctx, ids[3]); err != nil {
+		t.Fatal(err)
+	}
+	a, b, c, d := // oldest first
+		&runs.Run{RequestID: ids[0], Agent: "support", Status: runs.Delivered},
+		&runs.Run{RequestID: ids[1], Agent: "support", Status: runs.Paused, PendingApprovals: []string{approval}},
+		&runs.Run{RequestID: ids[2], Agent: "support", Status: runs.Delivered},
+		&runs.Run{RequestID: ids[3], Agent: "support", Status: runs.FailSafe, Reasons: []govern.Reason{govern.Cancelled}}
+	tests := []struct {
+		name string
+		p    *runs.ListParams
+		want []*runs.Run
+	}{
+		{"all", nil, []*runs.Run{d, c, b, a}},
+		{"paused", &runs.ListParams{Status: runs.Paused}, []*runs.Run{b}},
+		{"delivered", &runs.ListParams{Status: runs.Delivered}, []*runs.Run{c, a}},
+		{"agent", &runs.ListParams{Agent: "support", Status: runs.FailSafe}, []*runs.Run{d}},
+		{"other agent", &runs.ListParams{Agent: "nobody"}, nil},
+		{"first page", &runs.ListParams{Limit: 2}, []*runs.Run{d, c}},
+		{"second page", &runs.ListParams{Limit: 2, After: ids[2]}, []*runs.Run{b, a}},
+		{"last page", &runs.ListParams{Limit: 2, After: ids[0]}, nil},
+		{"filtered page", &runs.ListParams{Limit: 1, Status: runs.Delivered, After: ids[2]}, []*runs.Run{a}},
+	}
+	for _, when := range []string{"now", "after a restart"} {
+		if when == "after a restart" {
+			f.srv.Close()
+			f.start(t)
+		}
+		for _, tc := range tests {
+			got, err := f.svc.List(ctx, tc.p)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", when, tc.name, err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s: %s (-want +got):\n%s", when, tc.name, diff)
+			}
+		}
+	}
+	for _, p := range []*runs.ListParams{{Status: "done"}, {Limit: -1}, {Limit: runs.MaxListLimit + 1}, {After: "f47ac10b-58cc-4372-a567-0e02b2c3d479"}} {
+		if _, err := f.svc.List(ctx, p); !errors.Is(err, runs.InvalidParams) {
+			t.Errorf("List(%+v): %v, want InvalidParams", p, err)
+		}
+	}
+
+	var page struct {
+		Runs []*runs.Run
+		Next string
+	}
+	getJSON(t, f.srv.URL+"/v1/runs?limit=2", &page)
+	if diff := cmp.Diff([]*runs.Run{d, c}, page.Runs); diff != "" || page.Next != ids[2] {
+		t.Errorf("GET /v1/runs?limit=2: next %q (-want +got):\n%s", page.Next, diff)
+	}
+	page.Runs, page.Next = nil, ""
+	getJSON(t, f.srv.URL+"/v1/runs?limit=2&after="+ids[2], &page)
+	if diff := cmp.Diff([]*runs.Run{b, a}, page.Runs); diff != "" || page.Next != "" {
+		t.Errorf("second page: next %q (-want +got):\n%s", page.Next, diff)
+	}
+	for _, q := range []string{"status=done", "limit=0", "limit=x", "limit=-1", "limit=1001", "after=nobody"} {
+		resp, err := http.Get(f.srv.URL + "/v1/runs?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, e := readError(t, resp); code != 400 || e.Code != "BAD_REQUEST" {
+			t.Errorf("GET /v1/runs?%s: %d %+v", q, code, e)
+		}
+	}
+	var agents struct{ Agents []string }
+	getJSON(t, f.srv.URL+"/v1/agents", &agents)
+	if diff := cmp.Diff([]string{"support"}, agents.Agents); diff != "" {
+		t.Errorf("GET /v1/agents (-want +got):\n%s", diff)
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
