@@ -1,287 +1,455 @@
-// Package server composes agentry's protocol handlers into one
-// http.Server: timeouts and header limits on every connection, an
-// in-flight request limit (503 with Retry-After beyond it), request
-// metrics at /metrics (Prometheus text format, optionally behind a bearer
-// token), health at /healthz,
-// structured access logs, and graceful shutdown that finishes in-flight
-// requests.
 package server
 
 import (
 	"context"
-	"crypto/subtle"
-	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
-	"strconv"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/agentry-dev/agentry/internal/metrics"
+	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/govern/approvalapi"
+	"github.com/agentry-dev/agentry/govern/audit"
+	"github.com/agentry-dev/agentry/runs"
+	"github.com/agentry-dev/agentry/store"
+	"github.com/agentry-dev/agentry/web"
+	"github.com/agentry-dev/agentry/workflow"
 )
 
-// Options configures a Server; the zero value works.
-type Options struct {
-	// Logger receives operational and access records; nil uses
-	// slog.Default(). Access records are at Debug level.
-	Logger *slog.Logger
-	// MaxInFlight bounds concurrent requests; beyond it requests get 503
-	// with Retry-After. 0 means 4096.
-	MaxInFlight int
-	// ReadHeaderTimeout (0: 10 s), ReadTimeout (0: 60 s), WriteTimeout
-	// (0: 120 s) and IdleTimeout (0: 120 s) are the http.Server limits.
-	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
-	// ShutdownTimeout bounds the wait for in-flight requests on shutdown
-	// (0: 30 s).
-	ShutdownTimeout time.Duration
-	// MaxHeaderBytes bounds request headers (0: 64 KiB).
-	MaxHeaderBytes int
-	// MetricsBearerToken, when set, is required on /metrics as
-	// "Authorization: Bearer <token>" (a Prometheus scrape sends it with
-	// authorization.credentials); /healthz stays open, for probes.
-	MetricsBearerToken string
-}
-
-// Server is agentry's HTTP server.
+// Server is agentry's server: the protocols of a Config on one plain
+// HTTP listener and, with UAMP, one TLS 1.3 listener. It is safe for
+// concurrent use.
 type Server struct {
-	opts     Options
-	logger   *slog.Logger
-	mux      *http.ServeMux
-	registry *metrics.Registry
-	requests *metrics.CounterVec
-	latency  *metrics.HistogramVec
-	inflight atomic.Int64
-	sem      chan struct{}
+	cfg    Config
+	log    *slog.Logger
+	core   *core
+	st     *store.Store
+	own    bool // st was opened by New: Shutdown closes it
+	engine *workflow.Engine
+	gov    *govern.Governor
+	runs   *runs.Service
+	uamp   *uampService // nil without Config.UAMP
 
-	mu         sync.Mutex
-	checks     map[string]func(context.Context) error
-	onShutdown []func()
+	bg     context.Context // background work: the session sweep, audit exports
+	stopBG context.CancelFunc
+	bgWG   sync.WaitGroup
+
+	closers []func() // run by Shutdown, last first
+
+	mu       sync.Mutex
+	serving  bool
+	stop     chan struct{} // closed by Shutdown: Serve stops
+	served   chan struct{} // closed when Serve returned
+	shutdown sync.Once
+	shutErr  error
 }
 
-// New returns a server with /healthz and /metrics mounted.
-func New(opts Options) *Server {
-	if opts.MaxInFlight <= 0 {
-		opts.MaxInFlight = 4096
+// New assembles a server from cfg: it opens the store (in memory when
+// cfg.Store is nil), registers the workflows, builds the governor on the
+// store's journal and recovers what a crash left open (a run in doubt is
+// rolled back and closed; a run whose approved calls had not started
+// goes on), builds the agents under it, resumes runs whose approvals were
+// decided while no server ran, and prepares UAMP. It listens on nothing:
+// Serve does, or mount Handler (and TLSHandler) yourself. ctx bounds
+// New's own work; the server lives until Shutdown.
+func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
+	if cfg == nil {
+		cfg = &Config{}
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
+	c := *cfg
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.SessionTTL == 0 {
+		c.SessionTTL = DefaultSessionTTL
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = workflow.DefaultMaxBody
+	}
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.TLSAddr == "" {
+		c.TLSAddr = DefaultTLSAddr
+	}
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Server{cfg: c, log: c.Logger, st: c.Store, bg: bg, stopBG: stopBG, stop: make(chan struct{}), served: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			s.release(context.WithoutCancel(ctx))
+		}
+	}()
+	if s.st == nil {
+		if s.st, err = store.Open(ctx, "memory:"); err != nil {
+			return nil, err
+		}
+		s.own = true
+	}
+	s.core = newCore(coreOptions{Logger: c.Logger, MaxInFlight: c.MaxInFlight, MetricsBearerToken: c.Token,
+		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
+		IdleTimeout: c.IdleTimeout, ShutdownTimeout: c.ShutdownTimeout})
+	if err := s.mountWorkflows(); err != nil {
+		return nil, err
+	}
+	if len(c.Workflows) > 0 {
+		if err := s.mountUIAP(); err != nil {
+			return nil, err
 		}
 	}
-	def(&opts.ReadHeaderTimeout, 10*time.Second)
-	def(&opts.ReadTimeout, 60*time.Second)
-	def(&opts.WriteTimeout, 120*time.Second)
-	def(&opts.IdleTimeout, 120*time.Second)
-	def(&opts.ShutdownTimeout, 30*time.Second)
-	if opts.MaxHeaderBytes <= 0 {
-		opts.MaxHeaderBytes = 64 << 10
+	if c.WebDemo {
+		s.mountWeb()
 	}
-	s := &Server{opts: opts, logger: opts.Logger, mux: http.NewServeMux(), registry: &metrics.Registry{},
-		sem: make(chan struct{}, opts.MaxInFlight), checks: map[string]func(context.Context) error{}}
-	if s.logger == nil {
-		s.logger = slog.Default()
+	if err := s.startGovernance(ctx); err != nil {
+		return nil, err
 	}
-	s.requests = s.registry.NewCounterVec("agentry_http_requests_total", "HTTP requests by route, method and status.", "route", "method", "code")
-	s.latency = s.registry.NewHistogramVec("agentry_http_request_duration_seconds", "HTTP request latency by route.", nil, "route")
-	s.registry.NewGaugeFunc("agentry_http_requests_in_flight", "Requests being served.", func() float64 { return float64(s.inflight.Load()) })
-	s.registry.NewGaugeFunc("go_goroutines", "Goroutines.", func() float64 { return float64(runtime.NumGoroutine()) })
-	s.registry.NewGaugeFunc("go_memstats_heap_inuse_bytes", "Heap in use.", func() float64 {
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return float64(m.HeapInuse)
-	})
-	s.mux.HandleFunc("GET /healthz", s.health)
-	want := []byte("Bearer " + opts.MetricsBearerToken)
-	s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		if opts.MetricsBearerToken != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agentry"`)
-			http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
-			return
+	for _, x := range c.Audit {
+		if err := s.startAudit(x); err != nil {
+			return nil, err
 		}
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		s.registry.WriteTo(w)
-	})
-	return s
+	}
+	if c.UAMP != nil {
+		if s.uamp, err = newUAMPService(c.UAMP, s.st.Replay(), s.core.handler(), c.Logger); err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, s.uamp.close)
+	}
+	return s, nil
 }
 
-// Metrics returns the registry served at /metrics, for other packages'
-// metrics.
-func (s *Server) Metrics() *metrics.Registry { return s.registry }
+func (s *Server) mountWorkflows() error {
+	sessions := s.st.Sessions()
+	eo := &workflow.EngineOptions{SessionTTL: s.cfg.SessionTTL, Logger: s.log}
+	if !s.st.Shared() {
+		// One server process uses the store: cache sessions between
+		// actions instead of reading (decoding) them back before every
+		// action.
+		eo.CacheSessions = 10_000
+	}
+	s.engine = workflow.NewEngine(sessions, eo)
+	seen := map[string]bool{}
+	for _, w := range s.cfg.Workflows {
+		if w == nil {
+			return errors.New("server: a nil workflow")
+		}
+		if seen[w.Name] {
+			return fmt.Errorf("server: two workflows named %q", w.Name)
+		}
+		seen[w.Name] = true
+		if err := s.engine.Register(w); err != nil {
+			return fmt.Errorf("workflow %q: %w", w.Name, err)
+		}
+	}
+	uaip := workflow.NewHandler(s.engine, &workflow.HandlerOptions{MaxBodyBytes: s.cfg.MaxBodyBytes, BearerToken: s.cfg.Token, CORSOrigins: s.cfg.CORSOrigins, Logger: s.log})
+	for _, p := range []string{"/initialize", "/execute", "/api/workflows", "/api/workflows/", "/api/sessions/", "/"} {
+		s.core.handle(p, uaip)
+	}
+	s.core.addHealthCheck("sessions", func(ctx context.Context) error {
+		_, err := sessions.Get(ctx, "healthcheck-probe")
+		if errors.Is(err, workflow.ErrSessionNotFound) {
+			return nil
+		}
+		return err
+	})
+	s.bgWG.Go(func() { sweep(s.bg, s.engine, s.log, time.Minute) })
+	return nil
+}
 
-// AddHealthCheck adds a check /healthz runs; a failing check makes it 503.
-func (s *Server) AddHealthCheck(name string, check func(context.Context) error) {
+func (s *Server) mountWeb() {
+	s.core.handle("/web/", web.Handler())
+	if s.cfg.Token == "" {
+		s.core.handle("/web/demo/ws", web.DemoAgentHandler(&web.DemoOptions{OriginPatterns: s.cfg.CORSOrigins, Logger: s.log}))
+		return
+	}
+	// A browser cannot send the token on a WebSocket, and the demo agent
+	// should not run for anyone: with a token it is off.
+	s.core.handle("/web/demo/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "the web demo is off: this server requires a token (agentry serve --token)", http.StatusNotFound)
+	}))
+}
+
+// startGovernance builds the governor on the store's journal, recovers
+// what a crash left open, builds the agents and starts the run service,
+// resuming runs whose approvals were decided while no server ran.
+func (s *Server) startGovernance(ctx context.Context) error {
+	var gopts govern.Options
+	if s.cfg.Governance != nil {
+		gopts = *s.cfg.Governance
+	}
+	if gopts.Journal == nil {
+		gopts.Journal = s.st.Journal()
+	}
+	if gopts.Logger == nil {
+		gopts.Logger = s.log
+	}
+	userDecision := gopts.OnDecision
+	var svc *runs.Service
+	gopts.OnDecision = func(req govern.ApprovalRequest) {
+		if svc != nil {
+			svc.OnDecision(req)
+		}
+		if userDecision != nil {
+			userDecision(req)
+		}
+	}
+	g, err := govern.New(ctx, gopts)
+	if err != nil {
+		return fmt.Errorf("governance: %w", err)
+	}
+	s.gov = g
+	rep, err := g.Recover(ctx)
+	if err != nil {
+		return fmt.Errorf("governance: recovering the journal: %w", err)
+	}
+	if len(rep.Closed) > 0 || rep.RollbackFailures > 0 {
+		s.log.Warn("governed runs left open by a crash were closed", "runs", len(rep.Closed), "rolled_back", rep.RolledBack, "rollback_failures", rep.RollbackFailures)
+	}
+	if len(rep.Resumable) > 0 {
+		s.log.Info("governed runs whose resume a crash interrupted continue", "runs", len(rep.Resumable))
+	}
+	names := map[string]bool{}
+	for _, a := range s.cfg.Agents {
+		if a.Name == "" {
+			return errors.New("server: an agent needs a Name")
+		}
+		if names[a.Name] {
+			return fmt.Errorf("server: two agents named %q", a.Name)
+		}
+		names[a.Name] = true
+	}
+	agents := make(map[string]*agent.Agent, len(s.cfg.Agents))
+	for _, a := range s.cfg.Agents {
+		o := a.Options
+		o.Middleware = append(slices.Clip(o.Middleware), g.Middleware(governed(a)))
+		if o.Logger == nil {
+			o.Logger = s.log
+		}
+		built, err := agent.New(o)
+		if err != nil {
+			return fmt.Errorf("agent %q: %w", a.Name, err)
+		}
+		agents[a.Name] = built
+	}
+	svc, err = runs.New(s.bg, &runs.Options{Governor: g, Agents: agents, Results: s.st.Checkpoints(), Logger: s.log})
+	if err != nil {
+		return err
+	}
+	s.runs = svc
+	s.closers = append(s.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.shutdownTimeout())
+		defer cancel()
+		if err := svc.Shutdown(ctx); err != nil {
+			s.log.Warn("runs still executing at shutdown were cancelled: they failed safe", "error", err)
+		}
+	})
+	if err := svc.ResumeDecided(ctx); err != nil {
+		s.log.Error("resuming decided runs", "error", err)
+	}
+	s.log.Info("governance", "agents", len(agents), "paused_runs", len(rep.Paused))
+	approvals := approvalapi.NewHandler(g, approvalapi.Options{BearerToken: s.cfg.Token, Logger: s.log})
+	s.core.handle("/v1/approvals", approvals)
+	s.core.handle("/v1/approvals/", approvals)
+	runsHTTP := bearer(s.cfg.Token, svc.Handler())
+	s.core.handle("/v1/runs", runsHTTP)
+	s.core.handle("/v1/runs/", runsHTTP)
+	s.core.handle("/v1/agents", runsHTTP)
+	return nil
+}
+
+// governed is the governance of a: its AgentOptions under its name.
+func governed(a Agent) govern.AgentOptions {
+	o := a.Govern
+	o.Name = a.Name
+	return o
+}
+
+// startAudit exports the journal to x.Sink until Shutdown, which exports
+// what is left first. The position is kept in the store, so a restart
+// neither repeats nor skips records.
+func (s *Server) startAudit(x AuditExport) error {
+	if x.Name == "" || x.Sink == nil {
+		return errors.New("server: an audit export needs a Name and a Sink")
+	}
+	e := audit.NewExporter(s.st.Journal(), x.Sink, &audit.Options{Logger: s.log, Cursor: s.st.AuditCursor(x.Name)})
+	ctx, cancel := context.WithCancel(s.bg)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.Run(ctx)
+	}()
+	s.closers = append(s.closers, func() {
+		cancel()
+		<-done
+		final, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancelFinal()
+		if _, err := e.ExportPending(final); err != nil {
+			s.log.Warn("audit export: records left for the next start", "export", x.Name, "error", err)
+		}
+		if c, ok := x.Sink.(io.Closer); ok {
+			c.Close()
+		}
+	})
+	return nil
+}
+
+// Handler returns the plain HTTP handler: UAIP, UIAP, governed runs,
+// approvals, /healthz and /metrics (and /web/ with WebDemo). UAMP is
+// never served on it.
+func (s *Server) Handler() http.Handler { return s.core.handler() }
+
+// TLSHandler returns the handler of the TLS listener: UAMP (HTTP/2 +
+// SSE, WebSocket and gRPC), the discovery documents, and everything
+// Handler serves; nil without Config.UAMP. Serve it over TLSConfig
+// (messaging.NewHTTPServer does).
+func (s *Server) TLSHandler() http.Handler {
+	if s.uamp == nil {
+		return nil
+	}
+	return s.uamp.root
+}
+
+// Handle mounts h at a ServeMux pattern of the plain handler (and so of
+// the TLS one), instrumented in /metrics under that pattern. Mount
+// before serving.
+func (s *Server) Handle(pattern string, h http.Handler) { s.core.handle(pattern, h) }
+
+// Runs returns the service running the agents under governance.
+func (s *Server) Runs() *runs.Service { return s.runs }
+
+// Governor returns the governor of the agents' runs.
+func (s *Server) Governor() *govern.Governor { return s.gov }
+
+// Serve listens (Config.Listener or Addr; with UAMP, Config.TLSListener
+// or TLSAddr) and serves until ctx ends, Shutdown is called, or a
+// listener fails. It then stops gracefully: it accepts no more
+// connections and lets in-flight requests finish (up to
+// ShutdownTimeout), ending long-lived exchanges (UIAP sessions, UAMP
+// streams) first. It returns nil after a graceful stop. Serve may be
+// called once; call Shutdown after it to release the rest.
+func (s *Server) Serve(ctx context.Context) (err error) {
 	s.mu.Lock()
-	s.checks[name] = check
+	if s.serving {
+		s.mu.Unlock()
+		return errors.New("server: Serve was already called")
+	}
+	s.serving = true
 	s.mu.Unlock()
-}
-
-// OnShutdown registers f to be called, in its own goroutine, when a
-// shutdown of Serve begins: the place to end long-lived exchanges
-// (WebSockets, event streams, sessions) that would otherwise hold the
-// graceful shutdown until its timeout. f must return promptly and
-// tolerate being called more than once. Register before Serve.
-func (s *Server) OnShutdown(f func()) {
-	s.mu.Lock()
-	s.onShutdown = append(s.onShutdown, f)
-	s.mu.Unlock()
-}
-
-// Handle mounts h at a ServeMux pattern, instrumented under that route.
-func (s *Server) Handle(pattern string, h http.Handler) {
-	s.mux.Handle(pattern, s.instrument(pattern, h))
-}
-
-// Handler returns the server's root handler (with the in-flight limit).
-func (s *Server) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case s.sem <- struct{}{}:
-		default:
-			w.Header().Set("Retry-After", "1")
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			w.Write([]byte(`{"detail":"server overloaded, retry later"}` + "\n"))
-			return
+	defer close(s.served)
+	ln := s.cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", s.cfg.Addr); err != nil {
+			return err
 		}
-		s.inflight.Add(1)
-		defer func() { s.inflight.Add(-1); <-s.sem }()
-		s.mux.ServeHTTP(w, r)
-	})
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
 	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer
-// (flushing streams).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-var codeText [600]string
-
-func init() {
-	for i := range codeText {
-		codeText[i] = strconv.Itoa(i)
-	}
-}
-
-type counterKey struct {
-	method string
-	code   int
-}
-
-func (s *Server) instrument(route string, h http.Handler) http.Handler {
-	debug := s.logger.Enabled(context.Background(), slog.LevelDebug)
-	latency := s.latency.With(route)
-	var counters sync.Map // counterKey → *atomic.Uint64, resolved once per method and status
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
-		h.ServeHTTP(sw, r)
-		code := sw.code
-		if code == 0 {
-			code = http.StatusOK
-		}
-		d := time.Since(start)
-		k := counterKey{r.Method, code}
-		c, ok := counters.Load(k)
-		if !ok {
-			ct := strconv.Itoa(code)
-			if code >= 0 && code < len(codeText) {
-				ct = codeText[code]
+	defer ln.Close()
+	var tlsLn net.Listener
+	if s.uamp != nil {
+		if tlsLn = s.cfg.TLSListener; tlsLn == nil {
+			if tlsLn, err = net.Listen("tcp", s.cfg.TLSAddr); err != nil {
+				return err
 			}
-			c, _ = counters.LoadOrStore(k, s.requests.With(route, r.Method, ct))
 		}
-		c.(*atomic.Uint64).Add(1)
-		latency.Observe(d.Seconds())
-		if debug {
-			s.logger.Debug("http request", "method", r.Method, "path", r.URL.Path, "status", code, "duration", d, "remote", r.RemoteAddr)
+		defer tlsLn.Close()
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-s.stop:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	if tlsLn == nil {
+		return s.core.serve(ctx, ln)
+	}
+	tlsErr := make(chan error, 1)
+	go func() {
+		err := s.uamp.serve(ctx, tlsLn, s.shutdownTimeout())
+		if err != nil {
+			s.log.Error("TLS listener failed: shutting down", "error", err)
+			stop()
+		}
+		tlsErr <- err
+	}()
+	err = s.core.serve(ctx, ln)
+	stop()
+	if terr := <-tlsErr; err == nil {
+		err = terr
+	}
+	return err
+}
+
+// Shutdown stops the server: Serve stops gracefully if it runs (Shutdown
+// waits for it, or for ctx), then the runs executing stop — each is given
+// up to ShutdownTimeout to deliver, fail or pause, then cancelled (it
+// fails safe) — UIAP sessions end, audit exports export what is left,
+// and a store New opened is closed. It may be called more than once; the
+// later calls return the first's result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdown.Do(func() {
+		close(s.stop)
+		s.mu.Lock()
+		serving := s.serving
+		s.mu.Unlock()
+		if serving {
+			select {
+			case <-s.served:
+			case <-ctx.Done():
+				s.shutErr = ctx.Err()
+			}
+		}
+		if err := s.release(ctx); s.shutErr == nil {
+			s.shutErr = err
 		}
 	})
+	return s.shutErr
 }
 
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	checks := make(map[string]func(context.Context) error, len(s.checks))
-	for k, v := range s.checks {
-		checks[k] = v
+// release stops what New started, last first.
+func (s *Server) release(context.Context) error {
+	for _, f := range slices.Backward(s.closers) {
+		f()
 	}
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	status := http.StatusOK
-	results := map[string]string{}
-	for name, check := range checks {
-		if err := check(ctx); err != nil {
-			status = http.StatusServiceUnavailable
-			results[name] = "failing"
-			s.logger.Warn("health check failed", "check", name, "error", err)
-		} else {
-			results[name] = "ok"
-		}
-	}
-	body := map[string]any{"status": "ok", "checks": results}
-	if status != http.StatusOK {
-		body["status"] = "failing"
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(body)
-}
-
-// Serve serves on ln until ctx ends, then shuts down gracefully: it stops
-// accepting, lets in-flight requests finish (up to ShutdownTimeout) and
-// returns nil.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           s.Handler(),
-		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
-		ReadTimeout:       s.opts.ReadTimeout,
-		WriteTimeout:      s.opts.WriteTimeout,
-		IdleTimeout:       s.opts.IdleTimeout,
-		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
-	}
-	s.mu.Lock()
-	for _, f := range s.onShutdown {
-		srv.RegisterOnShutdown(f)
-	}
-	s.mu.Unlock()
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	s.logger.Info("shutting down: finishing in-flight requests", "in_flight", s.inflight.Load())
-	sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
-		return err
-	}
-	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	s.closers = nil
+	s.stopBG()
+	s.bgWG.Wait()
+	if s.own && s.st != nil {
+		return s.st.Close()
 	}
 	return nil
+}
+
+func (s *Server) shutdownTimeout() time.Duration {
+	if s.cfg.ShutdownTimeout > 0 {
+		return s.cfg.ShutdownTimeout
+	}
+	return 30 * time.Second
+}
+
+// sweep deletes expired sessions periodically until ctx ends.
+func sweep(ctx context.Context, engine *workflow.Engine, logger *slog.Logger, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := engine.SweepExpired(ctx)
+			if err != nil && ctx.Err() == nil {
+				logger.Warn("sweeping expired sessions failed", "error", err)
+			} else if n > 0 {
+				logger.Info("expired sessions removed", "count", n)
+			}
+		}
+	}
 }

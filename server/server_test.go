@@ -1,169 +1,314 @@
-package server
+package server_test
 
 import (
 	"context"
-	"errors"
+	"crypto/ed25519"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/envelope"
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/builtin"
+	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/messaging"
+	"github.com/agentry-dev/agentry/runs"
+	"github.com/agentry-dev/agentry/server"
+	"github.com/agentry-dev/agentry/store"
+	"github.com/agentry-dev/agentry/workflow"
 )
 
-func start(t *testing.T, s *Server) (string, context.CancelFunc, chan error) {
+var quiet = slog.New(slog.DiscardHandler)
+
+// supportConfig is the configuration agentry serve builds for its
+// built-in support agent, over st, trusting pub as approver "alice".
+func supportConfig(t *testing.T, st *store.Store, pub ed25519.PublicKey) *server.Config {
 	t.Helper()
+	keys := govern.NewKeyring()
+	if _, err := keys.Add("alice", pub); err != nil {
+		t.Fatal(err)
+	}
+	ledger := builtin.NewLedger()
+	return &server.Config{
+		Store: st, Workflows: []*workflow.Workflow{builtin.Store()}, Logger: quiet,
+		Governance: &govern.Options{Keyring: keys, Classes: []govern.TaskClass{builtin.SupportClass()},
+			Rollbacks: map[string]govern.RollbackFunc{builtin.RefundReversal: ledger.RollbackHandler()}},
+		Agents: []server.Agent{{Name: builtin.SupportAgentName,
+			Options: agent.Options{LLMOptions: llm.LLMOptions{Model: builtin.SupportModel().Ref(), Tools: builtin.SupportTools(ledger)}},
+			Govern:  govern.AgentOptions{TaskClass: builtin.SupportTaskClass, Identity: govern.Identity{OwnerID: "org:test", ControlClass: govern.HumanSupervised}}}},
+	}
+}
+
+func newServer(t *testing.T, cfg *server.Config) *server.Server {
+	t.Helper()
+	srv, err := server.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return srv
+}
+
+func do(t *testing.T, h http.Handler, method, path, token, body string) (int, string) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code, rec.Body.String()
+}
+
+// Every endpoint of the plain handler needs the token but /healthz.
+func TestServer_TokenGuardsEveryEndpoint(t *testing.T) {
+	pub, _, _ := ed25519.GenerateKey(nil)
+	cfg := supportConfig(t, nil, pub)
+	cfg.Token = "s3cret"
+	cfg.WebDemo = true
+	h := newServer(t, cfg).Handler()
+	for _, tc := range []struct{ method, path, body string }{
+		{"POST", "/initialize", `{"workflow_name":"store"}`},
+		{"POST", "/execute", `{}`},
+		{"GET", "/api/workflows", ""},
+		{"GET", "/api/sessions/x", ""},
+		{"POST", "/v1/runs", `{"agent":"support","input":"status of o-1002?"}`},
+		{"GET", "/v1/runs", ""},
+		{"GET", "/v1/agents", ""},
+		{"GET", "/v1/approvals", ""},
+		{"POST", "/uiap/sessions", `{}`},
+		{"GET", "/uiap/ws", ""},
+		{"GET", "/metrics", ""},
+	} {
+		if code, _ := do(t, h, tc.method, tc.path, "", tc.body); code != http.StatusUnauthorized {
+			t.Errorf("%s %s without the token: %d, want 401", tc.method, tc.path, code)
+		}
+	}
+	if code, _ := do(t, h, "GET", "/healthz", "", ""); code != http.StatusOK {
+		t.Errorf("/healthz: %d", code)
+	}
+	if code, _ := do(t, h, "GET", "/web/demo/", "", ""); code != http.StatusNotFound {
+		t.Errorf("the web demo with a token: %d, want 404", code)
+	}
+	if code, body := do(t, h, "GET", "/v1/agents", "s3cret", ""); code != http.StatusOK || !strings.Contains(body, `"support"`) {
+		t.Errorf("/v1/agents with the token: %d %s", code, body)
+	}
+}
+
+// Serve serves until Shutdown, which stops it gracefully (nil); a
+// second Shutdown returns the first's result, a second Serve an error,
+// and no run starts after it.
+func TestServer_ServeUntilShutdown(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	t.Cleanup(cancel)
-	return "http://" + ln.Addr().String(), cancel, done
-}
-
-func get(t *testing.T, url string) (int, string, http.Header) {
-	t.Helper()
-	resp, err := http.Get(url)
+	pub, _, _ := ed25519.GenerateKey(nil)
+	cfg := supportConfig(t, nil, pub)
+	cfg.Listener = ln
+	srv, err := server.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(context.Background()) }()
+	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/runs", "application/json",
+		strings.NewReader(`{"agent":"support","input":"status of o-1002?","wait":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header
-}
-
-func TestHealthMetricsAndRoutes(t *testing.T) {
-	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
-	s.Handle("/hello", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("hi")) }))
-	healthy := true
-	s.AddHealthCheck("store", func(context.Context) error {
-		if healthy {
-			return nil
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"status":"delivered"`) {
+		t.Fatalf("a run over the listener: %d %s", resp.StatusCode, b)
+	}
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve after Shutdown: %v", err)
 		}
-		return errors.New("down")
-	})
-	url, _, _ := start(t, s)
-	if code, body, _ := get(t, url+"/hello"); code != 200 || body != "hi" {
-		t.Errorf("route: %d %q", code, body)
+	case <-time.After(30 * time.Second): // a safety net far beyond the work
+		t.Fatal("Serve did not return after Shutdown")
 	}
-	if code, body, _ := get(t, url+"/healthz"); code != 200 || !strings.Contains(body, `"store":"ok"`) {
-		t.Errorf("healthz: %d %s", code, body)
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Errorf("second Shutdown: %v", err)
 	}
-	healthy = false
-	if code, body, _ := get(t, url+"/healthz"); code != 503 || !strings.Contains(body, "failing") {
-		t.Errorf("failing healthz: %d %s", code, body)
+	if err := srv.Serve(context.Background()); err == nil {
+		t.Error("a second Serve did not fail")
 	}
-	code, body, h := get(t, url+"/metrics")
-	if code != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/plain; version=0.0.4") ||
-		!strings.Contains(body, `agentry_http_requests_total{route="/hello",method="GET",code="200"} 1`) ||
-		!strings.Contains(body, `agentry_http_request_duration_seconds_count{route="/hello"} 1`) {
-		t.Errorf("metrics: %d\n%s", code, body)
+	if _, err := srv.Runs().Start(context.Background(), &runs.StartParams{Agent: "support", Input: "status of o-1002?"}); err == nil {
+		t.Error("a run started after Shutdown")
 	}
 }
 
-// With MetricsBearerToken, /metrics needs the token; /healthz stays open.
-func TestMetricsBearerToken(t *testing.T) {
-	url, _, _ := start(t, New(Options{Logger: slog.New(slog.DiscardHandler), MetricsBearerToken: "s3cret"}))
+// Serve returns nil when its context ends.
+func TestServer_ServeUntilContextEnds(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, &server.Config{Listener: ln, Logger: quiet})
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx) }()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cancel()
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
+func TestNew_RefusesBadConfig(t *testing.T) {
+	key, err := envelope.GenerateKey(envelope.EdDSA, "did:web:a.example#key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := builtin.Store()
 	for _, tc := range []struct {
-		path, auth string
-		want       int
+		name string
+		cfg  server.Config
+		want string
 	}{
-		{"/metrics", "", http.StatusUnauthorized},
-		{"/metrics", "Bearer wrong", http.StatusUnauthorized},
-		{"/metrics", "Bearer s3cret", http.StatusOK},
-		{"/healthz", "", http.StatusOK},
+		{"agent without a name", server.Config{Agents: []server.Agent{{}}}, "needs a Name"},
+		{"two agents of one name", server.Config{Agents: []server.Agent{{Name: "a"}, {Name: "a"}}}, `two agents named "a"`},
+		{"an agent that cannot be built", server.Config{Agents: []server.Agent{{Name: "a"}}}, `agent "a"`},
+		{"two workflows of one name", server.Config{Workflows: []*workflow.Workflow{wf, wf}}, `two workflows named "store"`},
+		{"UAMP without a DID", server.Config{UAMP: &server.UAMP{Key: key}}, "UAMP needs a DID"},
+		{"UAMP without a key", server.Config{UAMP: &server.UAMP{DID: "did:web:a.example"}}, "UAMP needs an identity Key"},
+		{"UAMP without a certificate", server.Config{UAMP: &server.UAMP{DID: "did:web:a.example", Key: key}}, "UAMP needs a TLS Certificate"},
+		{"an audit export without a sink", server.Config{Audit: []server.AuditExport{{Name: "x"}}}, "needs a Name and a Sink"},
 	} {
-		req, _ := http.NewRequest(http.MethodGet, url+tc.path, nil)
-		if tc.auth != "" {
-			req.Header.Set("Authorization", tc.auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Logger = quiet
+			srv, err := server.New(context.Background(), &tc.cfg)
+			if err == nil {
+				srv.Shutdown(context.Background())
+				t.Fatal("New succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A run paused for an approval survives the server: a new server on the
+// same store resumes it once the approval is decided, and it delivers.
+func TestServer_PausedRunSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	url := "sqlite://" + filepath.Join(t.TempDir(), "agentry.db")
+	pub, priv, _ := ed25519.GenerateKey(nil)
+
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := server.New(ctx, supportConfig(t, st, pub))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := first.Runs().Start(ctx, &runs.StartParams{Agent: "support", Input: "refund o-1001"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, err = first.Runs().Wait(ctx, run.RequestID); err != nil || run.Status != runs.Paused || len(run.PendingApprovals) != 1 {
+		t.Fatalf("before the restart: %+v, %v; want paused for one approval", run, err)
+	}
+	if err := first.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err = store.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	second := newServer(t, supportConfig(t, st, pub))
+	id := run.PendingApprovals[0]
+	req, err := second.Governor().Approval(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := govern.SignApproval(priv, govern.ApprovalClaims{Issuer: "alice", Audience: govern.TokenAudience, ID: "jti-1",
+		IssuedAt: now.Unix(), Expiry: now.Add(time.Hour).Unix(), Binding: req.Binding()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Governor().Decide(ctx, id, govern.ApprovalInput{Approve: true, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute) // a safety net far beyond the work
+	defer cancel()
+	for {
+		got, err := second.Runs().Wait(wctx, run.RequestID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.want {
-			t.Errorf("GET %s (%q): %d, want %d", tc.path, tc.auth, resp.StatusCode, tc.want)
+		if got.Status == runs.Delivered {
+			if !strings.Contains(got.Output, "o-1001") {
+				t.Errorf("output %q does not name the order", got.Output)
+			}
+			return
 		}
-		if tc.want == http.StatusUnauthorized && (resp.Header.Get("WWW-Authenticate") == "" || strings.Contains(string(body), "agentry_http")) {
-			t.Errorf("GET %s (%q): a 401 without WWW-Authenticate, or with the metrics", tc.path, tc.auth)
+		if got.Status == runs.FailSafe {
+			t.Fatalf("after the restart: %+v", got)
 		}
 	}
 }
 
-func TestInFlightLimit(t *testing.T) {
-	s := New(Options{MaxInFlight: 1, Logger: slog.New(slog.DiscardHandler)})
-	release := make(chan struct{})
-	entered := make(chan struct{})
-	s.Handle("/slow", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		<-release
-	}))
-	url, _, _ := start(t, s)
-	go http.Get(url + "/slow")
-	<-entered
-	code, body, h := get(t, url+"/slow")
-	close(release)
-	if code != 503 || h.Get("Retry-After") != "1" || !strings.Contains(body, "detail") {
-		t.Errorf("over the limit: %d %v %s", code, h, body)
+// UAMP is served on the TLS handler only, with the discovery documents;
+// the plain handler serves neither.
+func TestServer_UAMPOnTheTLSHandlerOnly(t *testing.T) {
+	if srv := newServer(t, &server.Config{Logger: quiet}); srv.TLSHandler() != nil || srv.TLSConfig() != nil {
+		t.Error("a TLS handler without UAMP")
+	}
+	key, err := envelope.GenerateKey(envelope.EdDSA, "did:web:localhost#key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newServer(t, &server.Config{Logger: quiet, UAMP: &server.UAMP{DID: "did:web:localhost", Key: key, Certificate: devCert(t)}})
+	code, body := do(t, srv.TLSHandler(), "GET", "/.well-known/agent-manifest.json", "", "")
+	if code != http.StatusOK || strings.Count(body, ".") != 2 { // a signed manifest: a compact JWS
+		t.Errorf("discovery on the TLS handler: %d %s", code, body)
+	}
+	if code, _ := do(t, srv.Handler(), "GET", "/.well-known/agent-manifest.json", "", ""); code == http.StatusOK {
+		t.Error("discovery on the plain handler")
+	}
+	if code, _ := do(t, srv.TLSHandler(), "GET", "/healthz", "", ""); code != http.StatusOK {
+		t.Errorf("/healthz on the TLS handler: %d", code)
+	}
+	if c := srv.TLSConfig(); c == nil || c.MinVersion < 0x0304 {
+		t.Errorf("TLS config %+v, want TLS 1.3", c)
 	}
 }
 
-func TestGracefulShutdownFinishesInFlight(t *testing.T) {
-	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
-	entered := make(chan struct{})
-	s.Handle("/work", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		time.Sleep(100 * time.Millisecond)
-		w.Write([]byte("finished"))
-	}))
-	url, cancel, done := start(t, s)
-	var wg sync.WaitGroup
-	var body string
-	wg.Go(func() { _, body, _ = get(t, url+"/work") })
-	<-entered
-	cancel()
-	wg.Wait()
-	if body != "finished" {
-		t.Errorf("in-flight request cut off: %q", body)
+func devCert(t *testing.T) tls.Certificate {
+	t.Helper()
+	dc, err := messaging.GenerateDevCert(&messaging.DevCertOptions{Hosts: []string{"localhost"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := <-done; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
-	if _, err := http.Get(url + "/work"); err == nil {
-		t.Error("still accepting after shutdown")
-	}
-}
-
-// A long-lived request that only ends when told (an event stream) does
-// not hold the shutdown until ShutdownTimeout: OnShutdown ends it.
-func TestOnShutdownEndsLongLivedRequests(t *testing.T) {
-	s := New(Options{Logger: slog.New(slog.DiscardHandler), ShutdownTimeout: time.Hour})
-	entered, stop := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	s.OnShutdown(func() { once.Do(func() { close(stop) }) })
-	s.Handle("/stream", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		<-stop
-		w.Write([]byte("ended"))
-	}))
-	url, cancel, done := start(t, s)
-	var wg sync.WaitGroup
-	var body string
-	wg.Go(func() { _, body, _ = get(t, url+"/stream") })
-	<-entered
-	cancel()
-	wg.Wait()
-	if body != "ended" {
-		t.Errorf("stream body %q", body)
-	}
-	if err := <-done; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
+	return dc.TLS
 }

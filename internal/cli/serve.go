@@ -8,7 +8,6 @@ import (
 	"log"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -21,7 +20,6 @@ import (
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/server"
 	"github.com/agentry-dev/agentry/store"
-	"github.com/agentry-dev/agentry/web"
 	"github.com/agentry-dev/agentry/workflow"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -277,6 +275,10 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usageError("--tls-cert and --tls-key go together")
 	}
+	limit, err := uiapRateLimit(f)
+	if err != nil {
+		return err
+	}
 	wfs, err := loadWorkflows(f.workflows)
 	if err != nil {
 		return fmt.Errorf("workflows: %w", err)
@@ -301,97 +303,39 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	defer st.Close()
-	sessions := st.Sessions()
-	eo := &workflow.EngineOptions{SessionTTL: f.sessionTTL, Logger: logger}
-	if !st.Shared() {
-		// One server process uses the store: cache sessions between
-		// actions instead of reading (decoding) them back before every
-		// action.
-		eo.CacheSessions = 10_000
+	defer st.Close() // after the server's Shutdown below
+	cfg := &server.Config{
+		Store: st, Workflows: wfs, Token: f.token, CORSOrigins: f.cors, SessionTTL: f.sessionTTL,
+		MaxBodyBytes: f.maxBody, MaxInFlight: f.maxFlight, UIAPRateLimit: &limit, WebDemo: true,
+		Listener: ln, TLSListener: tlsLn, Logger: logger,
 	}
-	engine := workflow.NewEngine(sessions, eo)
-	var names []string
-	for _, w := range wfs {
-		if err := engine.Register(w); err != nil {
-			return err
-		}
-		names = append(names, w.Name)
-	}
-
-	srv := server.New(server.Options{Logger: logger, MaxInFlight: f.maxFlight, MetricsBearerToken: f.token})
-	uaip := workflow.NewHandler(engine, &workflow.HandlerOptions{MaxBodyBytes: f.maxBody, BearerToken: f.token, CORSOrigins: f.cors, Logger: logger})
-	for _, p := range []string{"/initialize", "/execute", "/api/workflows", "/api/workflows/", "/api/sessions/", "/"} {
-		srv.Handle(p, uaip)
-	}
-	closeUIAP, err := mountUIAP(srv, engine, f, logger)
-	if err != nil {
-		return err
-	}
-	defer closeUIAP()
-	srv.OnShutdown(closeUIAP)          // open UIAP sessions must not hold the shutdown
-	srv.Handle("/web/", web.Handler()) // browser UIAP apps (issue 7 item 8)
-	if f.token == "" {
-		srv.Handle("/web/demo/ws", web.DemoAgentHandler(&web.DemoOptions{OriginPatterns: f.cors, Logger: logger}))
-	} else {
-		// A browser cannot send the token on a WebSocket, and the demo
-		// agent should not run for anyone: with --token it is off.
-		srv.Handle("/web/demo/", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, "the web demo is off: this server requires a token (agentry serve --token)", http.StatusNotFound)
-		}))
-	}
-	gov, err := startGovernance(ctx, e, f, st, logger)
-	if err != nil {
+	if err := governance(e, f, cfg, logger); err != nil {
 		return err
 	}
 	if f.auditLog != "" {
-		stop := exportAudit(ctx, st, f.auditLog, logger)
-		defer stop() // after the runs below finished: their records go out too
+		cfg.Audit = []server.AuditExport{{Name: "jsonl:" + f.auditLog, Sink: audit.JSONLFile(f.auditLog)}}
 	}
-	defer gov.runs.Close()
-	srv.Handle("/v1/approvals", gov.approvals)
-	srv.Handle("/v1/approvals/", gov.approvals)
-	srv.Handle("/v1/runs", gov.runsHTTP)
-	srv.Handle("/v1/runs/", gov.runsHTTP)
-	srv.Handle("/v1/agents", gov.runsHTTP)
-	srv.AddHealthCheck("sessions", func(ctx context.Context) error {
-		_, err := sessions.Get(ctx, "healthcheck-probe")
-		if errors.Is(err, workflow.ErrSessionNotFound) {
-			return nil
-		}
-		return err
-	})
-	go sweep(ctx, engine, logger, time.Minute)
-
-	// UAMP is served on the TLS listener only (DESIGN §6).
-	var tlsSvc *tlsService
 	if tlsLn != nil {
-		if tlsSvc, err = newTLSService(ctx, e, f, st, logger, srv.Handler(), tlsLn); err != nil {
+		if cfg.UAMP, err = uampConfig(e, f, logger, tlsLn); err != nil {
 			return err
 		}
 	}
+	srv, err := server.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := srv.Shutdown(context.WithoutCancel(ctx)); err == nil {
+			err = serr
+		}
+	}()
+	names := make([]string, len(wfs))
+	for i, w := range wfs {
+		names[i] = w.Name
+	}
 	logger.Info("agentry serving", "addr", ln.Addr().String(), "uaip_workflows", strings.Join(names, ","), "store", st.String())
 	fmt.Fprintf(e.stderr, "agentry: listening on http://%s (workflows: %s)\n", ln.Addr(), strings.Join(names, ", "))
-	if tlsSvc == nil {
-		return srv.Serve(ctx, ln)
-	}
-	serveCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	tlsErr := make(chan error, 1)
-	go func() {
-		err := tlsSvc.serve(serveCtx)
-		if err != nil {
-			logger.Error("TLS listener failed: shutting down", "error", err)
-			stop()
-		}
-		tlsErr <- err
-	}()
-	err = srv.Serve(serveCtx, ln)
-	stop()
-	if terr := <-tlsErr; err == nil {
-		err = terr
-	}
-	return err
+	return srv.Serve(ctx)
 }
 
 // listenError words a failure to listen on a flag's address; a port in
@@ -451,50 +395,4 @@ func loggedError(logger *slog.Logger, err error) error {
 		code = ee.code
 	}
 	return &exitError{code: code, err: err, quiet: true}
-}
-
-// exportAudit exports the journal to the JSONL file at path until the
-// returned stop is called, which exports what is left first. The export
-// position is kept in the store, so a restart neither repeats nor skips
-// records (audit.Exporter: at least once across a crash).
-func exportAudit(ctx context.Context, st *store.Store, path string, logger *slog.Logger) (stop func()) {
-	opts := &audit.Options{Logger: logger}
-	opts.Cursor = st.AuditCursor("jsonl:" + path)
-	sink := audit.JSONLFile(path)
-	x := audit.NewExporter(st.Journal(), sink, opts)
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		x.Run(runCtx)
-	}()
-	return func() {
-		cancel()
-		<-done
-		final, cancelFinal := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancelFinal()
-		if _, err := x.ExportPending(final); err != nil {
-			logger.Warn("audit export: records left for the next start", "error", err)
-		}
-		sink.Close()
-	}
-}
-
-// sweep deletes expired sessions periodically until ctx ends.
-func sweep(ctx context.Context, engine *workflow.Engine, logger *slog.Logger, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n, err := engine.SweepExpired(ctx)
-			if err != nil && ctx.Err() == nil {
-				logger.Warn("sweeping expired sessions failed", "error", err)
-			} else if n > 0 {
-				logger.Info("expired sessions removed", "count", n)
-			}
-		}
-	}
 }

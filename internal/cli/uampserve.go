@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,10 +16,7 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/messaging"
-	"github.com/agentry-dev/agentry/messaging/discovery"
-	"github.com/agentry-dev/agentry/messaging/grpcmsg"
-	"github.com/agentry-dev/agentry/store"
-	"google.golang.org/grpc"
+	"github.com/agentry-dev/agentry/server"
 )
 
 // The files agentry serve keeps under --data for its TLS listener.
@@ -31,19 +26,6 @@ const (
 	identityFile = "uamp/identity.jwk" // the server's UAMP identity key, as agentry uamp keygen writes it
 	trustFile    = "uamp/trusted.jwks" // default --uamp-trust when it exists
 )
-
-// tlsService is the TLS 1.3 listener of agentry serve: UAMP (the
-// built-in echo agent) over HTTP/2 + SSE, WebSocket and gRPC, signed
-// discovery under /.well-known/, and everything the plain listener
-// serves.
-type tlsService struct {
-	ln   net.Listener
-	hs   *http.Server
-	uamp *messaging.Server
-	grpc *grpc.Server // uamp.v1.Agent, through the listener's HTTP/2
-	url  string
-	did  string
-}
 
 // listenTLS listens on --tls-addr; it returns nil (and no error) when
 // --tls-addr is empty, or when the default address is taken (the plain
@@ -65,8 +47,12 @@ func listenTLS(e *env, f *serveFlags, logger *slog.Logger) (net.Listener, error)
 	return ln, nil
 }
 
-// newTLSService prepares what the TLS listener ln serves.
-func newTLSService(ctx context.Context, e *env, f *serveFlags, st *store.Store, logger *slog.Logger, plain http.Handler, ln net.Listener) (*tlsService, error) {
+// uampConfig is the UAMP of agentry serve on the TLS listener ln: the
+// built-in echo agent, answering as --uamp-did (default
+// did:web:<host>%3A<port>) with the identity key under --data, over
+// --tls-cert or a development certificate, trusting --uamp-trust,
+// --uamp-client-ca and --uamp-oauth-issuer.
+func uampConfig(e *env, f *serveFlags, logger *slog.Logger, ln net.Listener) (*server.UAMP, error) {
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	if ip := net.ParseIP(host); ip != nil && (ip.IsUnspecified() || ip.To4() == nil) {
 		host = "localhost" // a wildcard or IPv6 listener is named by the host every certificate covers
@@ -76,7 +62,6 @@ func newTLSService(ctx context.Context, e *env, f *serveFlags, st *store.Store, 
 	if did == "" {
 		did = "did:web:" + strings.ReplaceAll(hostport, ":", "%3A") // did:web encodes the port's colon
 	}
-
 	cert, certDesc, err := serverCertificate(f, host, logger)
 	if err != nil {
 		return nil, err
@@ -89,19 +74,28 @@ func newTLSService(ctx context.Context, e *env, f *serveFlags, st *store.Store, 
 	if err != nil {
 		return nil, err
 	}
-	var cas *x509.CertPool
+	u := &server.UAMP{
+		Handler: messaging.Echo, DID: did, Key: identity, Certificate: cert, TrustedKeys: trusted,
+		BaseURL: "https://" + hostport,
+		Manifest: envelope.Manifest{
+			Agent:       "uamp/1.0",
+			Description: "agentry built-in echo agent: streams the request's body.content back as chunk deltas, then done",
+			Intents:     []string{string(envelope.IntentAsk), string(envelope.IntentSubscribe), string(envelope.IntentProgress), string(envelope.IntentCancel)},
+			BodyTypes:   []string{"text/plain", "text/markdown"},
+			Auth:        []string{"mtls"},
+			Limits:      envelope.Limits{MaxBodyKB: envelope.MaxEnvelopeSize >> 10},
+		},
+	}
 	if f.uampClientCA != "" {
 		b, err := os.ReadFile(f.uampClientCA)
 		if err != nil {
 			return nil, fmt.Errorf("--uamp-client-ca: %w", err)
 		}
-		cas = x509.NewCertPool()
-		if !cas.AppendCertsFromPEM(b) {
+		u.ClientCAs = x509.NewCertPool()
+		if !u.ClientCAs.AppendCertsFromPEM(b) {
 			return nil, fmt.Errorf("--uamp-client-ca %s: no PEM certificate", f.uampClientCA)
 		}
 	}
-
-	authenticate := messaging.ClientKeys(trusted, cas)
 	if f.uampOAuthIssuer != "" || f.uampOAuthJWKS != "" {
 		if f.uampOAuthIssuer == "" || f.uampOAuthJWKS == "" {
 			return nil, usageError("--uamp-oauth-issuer and --uamp-oauth-jwks go together")
@@ -114,102 +108,15 @@ func newTLSService(ctx context.Context, e *env, f *serveFlags, st *store.Store, 
 		if err != nil {
 			return nil, fmt.Errorf("--uamp-oauth-jwks %s: %w", f.uampOAuthJWKS, err)
 		}
-		bearer, err := messaging.BearerJWT(messaging.BearerOptions{Issuer: f.uampOAuthIssuer, Audience: did, Keys: issuerKeys})
-		if err != nil {
-			return nil, err
-		}
-		certs := authenticate
-		// A request with an Authorization header is authenticated by its
-		// bearer token, any other by its client certificate.
-		authenticate = func(r *http.Request) (string, error) {
-			if r.Header.Get("Authorization") != "" {
-				return bearer(r)
-			}
-			return certs(r)
-		}
+		u.OAuth = &messaging.BearerOptions{Issuer: f.uampOAuthIssuer, Keys: issuerKeys}
 	}
-	replay := envelope.NewReplayWindow(&envelope.ReplayOptions{Store: st.Replay()})
-	uamp := messaging.NewServer(messaging.Echo, &messaging.Options{
-		ID: did, Key: identity, Keys: trusted, Replay: replay,
-		Authenticate: authenticate, Logger: logger,
-	})
-	disc, err := discovery.Handler(discovery.ServerOptions{
-		DID: did, Key: identity, BaseURL: "https://" + hostport,
-		Manifest: envelope.Manifest{
-			Agent:       "uamp/1.0",
-			Description: "agentry built-in echo agent: streams the request's body.content back as chunk deltas, then done",
-			Intents:     []string{string(envelope.IntentAsk), string(envelope.IntentSubscribe), string(envelope.IntentProgress), string(envelope.IntentCancel)},
-			BodyTypes:   []string{"text/plain", "text/markdown"},
-			Auth:        []string{"mtls"},
-			Limits:      envelope.Limits{MaxBodyKB: envelope.MaxEnvelopeSize >> 10},
-		},
-	})
-	if err != nil {
-		uamp.Close()
-		return nil, err
-	}
-	conf := messaging.RequestClientCertificates(messaging.TLSConfig(cert, nil))
-	mux := http.NewServeMux()
-	mux.Handle(messaging.PathMessages, uamp)
-	mux.Handle(messaging.PathStream, uamp)
-	mux.Handle(messaging.PathWebSocket, uamp)
-	mux.Handle("/.well-known/", disc)
-	mux.Handle("/", plain)
-	// gRPC (uamp.v1.Agent) shares the listener: HTTP/2 calls of type
-	// application/grpc go to grpc.Server.ServeHTTP (the handshake is the
-	// listener's, so its credentials are not used).
-	g := grpcmsg.NewServer(uamp, conf)
-	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
-			g.ServeHTTP(w, r)
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
-	hs := messaging.NewHTTPServer(root, conf)
-	// Handshake failures (a client refusing the development certificate,
-	// a TLS 1.2 probe) are the client's business.
-	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
-
-	svc := &tlsService{ln: ln, hs: hs, uamp: uamp, grpc: g, url: "https://" + hostport, did: did}
 	n := len(trusted.Keys())
-	logger.Info("UAMP serving", "url", svc.url, "did", did, "certificate", certDesc, "trusted_keys", n, "trust", trustPath)
-	fmt.Fprintf(e.stderr, "agentry: UAMP on %s as %s (echo agent; %s)\n", svc.url, did, certDesc)
+	logger.Info("UAMP serving", "url", u.BaseURL, "did", did, "certificate", certDesc, "trusted_keys", n, "trust", trustPath)
+	fmt.Fprintf(e.stderr, "agentry: UAMP on %s as %s (echo agent; %s)\n", u.BaseURL, did, certDesc)
 	if n == 0 {
 		fmt.Fprintf(e.stderr, "agentry: UAMP trusts no client key: every envelope is refused (agentry uamp keygen --out ~/.config/agentry/client.jwk > ~/.config/agentry/client.pub.jwk, then --uamp-trust ~/.config/agentry/client.pub.jwk: keep private keys out of a repository)\n")
 	}
-	return svc, nil
-}
-
-// serve serves until ctx ends, then cancels the UAMP streams and shuts
-// the listener down, letting other requests finish.
-func (s *tlsService) serve(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- s.hs.ServeTLS(s.ln, "", "") }()
-	select {
-	case err := <-errc:
-		s.uamp.Close()
-		s.grpc.Stop()
-		return fmt.Errorf("TLS listener: %w", err)
-	case <-ctx.Done():
-	}
-	closed := make(chan struct{})
-	go func() { // ends the streams and calls Shutdown would wait for
-		s.uamp.Close()
-		s.grpc.Stop()
-		close(closed)
-	}()
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := s.hs.Shutdown(sctx)
-	if err != nil {
-		s.hs.Close()
-	}
-	<-closed
-	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
-		err = serr
-	}
-	return err
+	return u, nil
 }
 
 // serverCertificate returns --tls-cert/--tls-key, or the development

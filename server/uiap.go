@@ -1,0 +1,62 @@
+package server
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/agentry-dev/agentry/uicontrol"
+	"github.com/agentry-dev/agentry/uicontrol/uiapworkflow"
+)
+
+// defaultUIAPRateLimit is the rate limit of each UIAP session when
+// Config.UIAPRateLimit is nil (UIAP Core 0.1 §16: implementations SHOULD
+// rate limit incoming messages). A UI agent sends a few requests a
+// second (an LLM step, a tool call, a capability read); 50 a second in
+// bursts of 100 leaves a scripted client ample room and stops a flood
+// after the burst.
+var defaultUIAPRateLimit = uicontrol.RateLimit{Rate: 50, Burst: 100}
+
+// mountUIAP serves every workflow as a UIAP app (UIAP Core 0.1 at
+// uiap.dev): the ws@0.1 binding at /uiap/ws and the http@0.1 binding
+// under /uiap/sessions. A WebSocket picks its workflow with
+// ?workflow=NAME (404 for one not served); either binding may name it in
+// the session.initialize's ext["agentry.workflow"].name; otherwise the
+// session drives the first workflow by name. Shutdown — and the start of
+// a graceful stop, which open sessions must not hold — ends every
+// session.
+func (s *Server) mountUIAP() error {
+	limit := defaultUIAPRateLimit
+	if s.cfg.UIAPRateLimit != nil {
+		limit = *s.cfg.UIAPRateLimit
+	}
+	mux, err := uiapworkflow.NewMux(s.engine, &uiapworkflow.Options{App: uicontrol.AppOptions{Logger: s.log, RateLimit: limit}})
+	if err != nil {
+		return err
+	}
+	ws := uicontrol.NewWSHandler(mux.Serve, &uicontrol.WSOptions{OriginPatterns: s.cfg.CORSOrigins, Logger: s.log})
+	byName := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Query().Get("workflow")
+		if name != "" {
+			if !mux.Has(name) {
+				http.Error(w, "workflow not found", http.StatusNotFound)
+				return
+			}
+			r = r.WithContext(uiapworkflow.WithWorkflow(r.Context(), name))
+		}
+		ws.ServeHTTP(w, r)
+	})
+	hb := uicontrol.NewHTTPHandler(mux.Serve, &uicontrol.HTTPOptions{MaxBodySize: s.cfg.MaxBodyBytes, Logger: s.log})
+	s.core.handle("/uiap/ws", bearer(s.cfg.Token, byName))
+	s.core.handle("/uiap/sessions", bearer(s.cfg.Token, hb))
+	s.core.handle("/uiap/sessions/", bearer(s.cfg.Token, hb))
+	var once sync.Once
+	closeAll := func() {
+		once.Do(func() {
+			_ = hb.Close()
+			_ = mux.Close()
+		})
+	}
+	s.core.onShutdownFunc(closeAll)
+	s.closers = append(s.closers, closeAll)
+	return nil
+}
