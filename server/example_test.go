@@ -21,7 +21,7 @@ import (
 // agent of its own under governance at /v1/runs. A real main calls
 // srv.Serve(ctx) (it listens on Config.Addr) and, after it, Shutdown;
 // here the handler is served by httptest, and the example posts to it.
-func Example() {
+func ExampleNew() {
 	ctx := context.Background()
 
 	// A workflow: one stage whose task greets.

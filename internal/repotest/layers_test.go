@@ -30,7 +30,7 @@ type layerRule struct {
 var bridges = []string{"workflow/uaipagent", "uicontrol/uiapagent", "messaging/uampagent"}
 
 var (
-	runtimeLayer     = []string{"llm", "agent", "govern"}
+	runtimeLayer     = []string{"llm", "agent", "govern", "runs"}
 	compositionLayer = []string{"server", "store"}
 	binaryLayer      = []string{"cmd", "internal/cli"}
 )
