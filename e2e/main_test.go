@@ -72,7 +72,9 @@ type syncBuffer struct {
 	ready chan string
 }
 
-var listening = regexp.MustCompile(`agentry: listening on http://(\S+) \(workflows: `)
+// listening matches the line agentry serve (and examples/embed) writes
+// once it listens.
+var listening = regexp.MustCompile(`(?:agentry|embed): listening on http://(\S+)`)
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
@@ -107,11 +109,19 @@ type server struct {
 // running.
 func startServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	out := &syncBuffer{ready: make(chan string, 1)}
 	if !slices.Contains(args, "--tls-addr") { // never the well-known port
 		args = append(args, "--tls-addr", "127.0.0.1:0")
 	}
-	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	return startProgram(t, binary, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+}
+
+// startProgram runs the server program path with args and waits until it
+// says it listens. It is killed at the end of the test if it is still
+// running.
+func startProgram(t *testing.T, path string, args ...string) *server {
+	t.Helper()
+	out := &syncBuffer{ready: make(chan string, 1)}
+	cmd := exec.Command(path, args...)
 	cmd.Env = childEnv()
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -134,9 +144,9 @@ func startServer(t *testing.T, args ...string) *server {
 	case addr := <-out.ready:
 		s.URL = "http://" + addr
 	case <-s.exited:
-		t.Fatalf("agentry serve %v exited before listening (%v):\n%s", args, s.err, out.String())
+		t.Fatalf("%s %v exited before listening (%v):\n%s", filepath.Base(path), args, s.err, out.String())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("agentry serve %v did not listen within 60 s:\n%s", args, out.String())
+		t.Fatalf("%s %v did not listen within 60 s:\n%s", filepath.Base(path), args, out.String())
 	}
 	return s
 }
