@@ -108,13 +108,15 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 	if c.WebDemo {
 		s.mountWeb()
 	}
-	if err := s.startGovernance(ctx); err != nil {
-		return nil, err
-	}
+	// The audit exports start first so that they stop last: the records
+	// of runs that Shutdown stops go out too.
 	for _, x := range c.Audit {
 		if err := s.startAudit(x); err != nil {
 			return nil, err
 		}
+	}
+	if err := s.startGovernance(ctx); err != nil {
+		return nil, err
 	}
 	if c.UAMP != nil {
 		if s.uamp, err = newUAMPService(c.UAMP, s.st.Replay(), s.core.handler(), c.Logger); err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/messaging"
 	"github.com/agentry-dev/agentry/runs"
 	"github.com/agentry-dev/agentry/server"
@@ -311,4 +313,55 @@ func devCert(t *testing.T) tls.Certificate {
 		t.Fatal(err)
 	}
 	return dc.TLS
+}
+
+// recordSink is an audit sink keeping what it is given.
+type recordSink struct {
+	mu   sync.Mutex
+	recs []govern.Record
+}
+
+func (s *recordSink) Export(_ context.Context, recs []govern.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs = append(s.recs, recs...)
+	return nil
+}
+
+// A run that Shutdown stops fails safe, and its last records reach the
+// audit exports: they stop after the runs.
+func TestServer_ShutdownExportsTheRecordsOfStoppedRuns(t *testing.T) {
+	started := make(chan struct{})
+	wait := govern.Declare(llm.Tool{Name: "wait", Description: "Waits until cancelled.", Parameters: llm.Schema{"type": "object"},
+		Run: func(ctx context.Context, _ map[string]any) (any, error) {
+			close(started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}, govern.Declaration{Tier: govern.ReadOnly})
+	model := scripted.New(scripted.Step{ToolCalls: []llm.ToolCall{{ToolName: "wait", Arguments: map[string]any{}}}}, scripted.Step{Text: "done"})
+	sink := &recordSink{}
+	srv, err := server.New(context.Background(), &server.Config{Logger: quiet,
+		ShutdownTimeout: time.Millisecond, // the run blocks until cancelled: no use waiting for it
+		Audit:           []server.AuditExport{{Name: "test", Sink: sink}},
+		Agents:          []server.Agent{{Name: "waiter", Options: agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{wait}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := srv.Runs().Start(context.Background(), &runs.StartParams{Agent: "waiter", Input: "wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for _, r := range sink.recs {
+		if r.RequestID == run.RequestID && r.Kind == govern.KindTransition && r.To == govern.FailSafe {
+			return
+		}
+	}
+	t.Errorf("the stopped run's fail_safe transition was not exported; %d records exported", len(sink.recs))
 }
