@@ -320,7 +320,7 @@ func (a *Agent) runMiddleware(ctx context.Context, mc *MiddlewareContext, ec *Ex
 	}
 	if ec.emit != nil {
 		for _, m := range a.opts.Middleware {
-			if w, ok := m.(StreamWrapper); ok {
+			if w, ok := m.(streamWrapper); ok {
 				ec.emit = w.WrapStream(ctx, mc, ec.emit)
 			}
 		}

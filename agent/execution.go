@@ -66,8 +66,8 @@ type ExecutionContext struct {
 	toolRounds int
 }
 
-// Streaming reports whether the run is streamed.
-func (ec *ExecutionContext) Streaming() bool { return ec.emit != nil }
+// streaming reports whether the run is streamed.
+func (ec *ExecutionContext) streaming() bool { return ec.emit != nil }
 
 // Emit sends a UAP event (nothing when not streaming).
 func (ec *ExecutionContext) Emit(typ EventType, step int, data map[string]any) {
@@ -219,7 +219,7 @@ func (ec *ExecutionContext) EndStep(ctx context.Context, step int, turn *llm.Tur
 	ec.Emit(EventStepEnd, step, data)
 	var hookErr error
 	for _, m := range ec.Agent.opts.Middleware {
-		h, ok := m.(StepHook)
+		h, ok := m.(stepHook)
 		if !ok {
 			continue
 		}

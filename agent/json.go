@@ -11,8 +11,8 @@ import (
 	"github.com/agentry-dev/agentry/llm"
 )
 
-// Version is the UAP version written in AgentStateJSON.
-const Version = "1.1.0"
+// version is the UAP version written in AgentStateJSON.
+const version = "1.1.0"
 
 // versionTS is the version the TypeScript implementation writes; FromJSON
 // reads it too.
@@ -40,7 +40,7 @@ func (s *State) MarshalJSON() ([]byte, error) {
 		s = &State{}
 	}
 	step := s.step
-	j := stateJSON{Version: Version, ID: s.id, Step: &step, Metadata: s.metadataOrEmpty(),
+	j := stateJSON{Version: version, ID: s.id, Step: &step, Metadata: s.metadataOrEmpty(),
 		Reasoning: s.reasoning, SubagentTraces: s.traces, Messages: make([]json.RawMessage, 0, len(s.messages))}
 	if j.Reasoning == nil {
 		j.Reasoning = []string{}
@@ -83,8 +83,8 @@ func FromJSON(data []byte) (*State, error) {
 		return nil, errors.New("agent: state JSON: trailing data")
 	}
 	switch {
-	case j.Version != Version && j.Version != versionTS:
-		return nil, fmt.Errorf("agent: state JSON: unsupported version %q (want %s or %s)", j.Version, Version, versionTS)
+	case j.Version != version && j.Version != versionTS:
+		return nil, fmt.Errorf("agent: state JSON: unsupported version %q (want %s or %s)", j.Version, version, versionTS)
 	case !ids.Valid(j.ID):
 		return nil, fmt.Errorf("agent: state JSON: id %q is not a UUIDv4", j.ID)
 	case j.Step == nil || *j.Step < 0:

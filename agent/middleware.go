@@ -12,7 +12,7 @@ import (
 // recovers the run. Implementations must be safe for concurrent runs.
 //
 // A middleware may also implement StepHook to act between steps,
-// ToolWrapper to wrap the agent's tools, and StreamWrapper to see a
+// toolWrapper to wrap the agent's tools, and StreamWrapper to see a
 // streamed run's events before its consumer does. The agent/middleware
 // package has Logging, Budget, ContextWindow and ToolArgumentRepair.
 type Middleware interface {
@@ -51,7 +51,7 @@ func (mc *MiddlewareContext) Rerun(ctx context.Context, input llm.Input, state *
 	return mc.Agent.run(ctx, input, state, mc.emit)
 }
 
-// StreamWrapper is an optional interface of Middleware: WrapStream returns
+// streamWrapper is an optional interface of Middleware: WrapStream returns
 // the function a streamed run's events go through instead of emit — it
 // passes them on to emit, changed (Event.Unverified, Event.Metadata), or
 // holds them back and passes them on later, while the run lasts. It is
@@ -60,15 +60,15 @@ func (mc *MiddlewareContext) Rerun(ctx context.Context, input llm.Input, state *
 // function is called from the run's goroutines concurrently (tool calls,
 // plan steps); emit serializes them and may block while the consumer is
 // behind.
-type StreamWrapper interface {
+type streamWrapper interface {
 	WrapStream(ctx context.Context, mc *MiddlewareContext, emit func(Event)) func(Event)
 }
 
-// StepHook is an optional interface of Middleware: OnStep is called after
+// stepHook is an optional interface of Middleware: OnStep is called after
 // every step of every strategy, in slice order, one call at a time within
 // a run (so per-run data in MiddlewareContext.Metadata needs no lock). It may return a replacement state (e.g. a pruned context) that the
 // strategy continues from, and an error that ends the run.
-type StepHook interface {
+type stepHook interface {
 	OnStep(ctx context.Context, mc *MiddlewareContext, step StepInfo) (*State, error)
 }
 
@@ -79,11 +79,11 @@ type StepInfo struct {
 	State *State    // the state reached
 }
 
-// ToolWrapper is an optional interface of Middleware: WrapTool returns the
+// toolWrapper is an optional interface of Middleware: WrapTool returns the
 // tool to use in place of t (typically with Run wrapped). It is applied
 // once per tool of Options.Tools when the agent is created, and to the
 // tools of Options.Toolsets each time they are resolved (every step).
-type ToolWrapper interface {
+type toolWrapper interface {
 	WrapTool(t llm.Tool) llm.Tool
 }
 

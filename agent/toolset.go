@@ -96,7 +96,7 @@ func (a *Agent) stepLLM(ctx context.Context, s *State) (*llm.LLMInstance, error)
 // wrapTool applies the ToolWrapper middleware to t, in slice order.
 func (a *Agent) wrapTool(t llm.Tool) llm.Tool {
 	for _, m := range a.opts.Middleware {
-		if w, ok := m.(ToolWrapper); ok {
+		if w, ok := m.(toolWrapper); ok {
 			t = w.WrapTool(t)
 		}
 	}

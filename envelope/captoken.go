@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// MaxCapTokenSize bounds the cap_token CapTokenPolicy reads.
-const MaxCapTokenSize = 8 << 10
+// maxCapTokenSize bounds the cap_token CapTokenPolicy reads.
+const maxCapTokenSize = 8 << 10
 
 // CapTokenPolicy checks an envelope's capability token (§6.2): a JWT
 // (compact JWS, alg EdDSA or ES256, header {alg, kid[, typ]}, no crit)
@@ -52,13 +52,13 @@ type CapClaims struct {
 	ID        string    // jti, "" when absent
 }
 
-// ScopeFor returns the scope that grants an intent: "uamp:" + intent.
+// scopeFor returns the scope that grants an intent: "uamp:" + intent.
 // "uamp:*" grants every intent.
-func ScopeFor(i Intent) string { return "uamp:" + string(i) }
+func scopeFor(i Intent) string { return "uamp:" + string(i) }
 
 // ScopeCovers reports whether scopes grant intent i (ScopeFor).
 func ScopeCovers(scopes []string, i Intent) bool {
-	return slices.Contains(scopes, ScopeFor(i)) || slices.Contains(scopes, "uamp:*")
+	return slices.Contains(scopes, scopeFor(i)) || slices.Contains(scopes, "uamp:*")
 }
 
 // Check checks e.CapToken for an envelope whose signature verified, and
@@ -75,7 +75,7 @@ func (p *CapTokenPolicy) Check(ctx context.Context, e *Envelope) (*CapClaims, er
 		return nil, NewError(CodeInternal, "", errors.New("CapTokenPolicy.Audience is empty"))
 	}
 	tok := e.CapToken
-	if len(tok) > MaxCapTokenSize {
+	if len(tok) > maxCapTokenSize {
 		return nil, unauthenticated("cap_token too long", nil)
 	}
 	s, claims, err := parseJWT(tok)
@@ -131,7 +131,7 @@ func parseJWT(tok string) (*Signature, *CapClaims, error) {
 	if s.Detached() {
 		return nil, nil, errors.New("no claims")
 	}
-	tree, err := parseStrict(s.Payload, MaxCapTokenSize)
+	tree, err := parseStrict(s.Payload, maxCapTokenSize)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claims: %s", AsError(err).Message)
 	}

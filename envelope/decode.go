@@ -15,7 +15,7 @@ import (
 const (
 	MaxEnvelopeSize = 1 << 20
 	MaxDeltaSize    = 1 << 20
-	MaxManifestSize = 64 << 10
+	maxManifestSize = 64 << 10
 	// MaxDepth bounds the nesting of arrays and objects (ext, payload).
 	MaxDepth = 32
 )
@@ -54,7 +54,7 @@ func Decode(b []byte) (*Envelope, error) {
 		return nil, err
 	}
 	unsigned := unsignedReason(tree)
-	if err := validateValue(schemas().envelope, EnvelopeSchema, tree); err != nil {
+	if err := validateValue(schemas().envelope, envelopeSchema, tree); err != nil {
 		return nil, badRequest(err)
 	}
 	m := tree.(map[string]any)
@@ -65,7 +65,7 @@ func Decode(b []byte) (*Envelope, error) {
 		To:     stringList(m["to"]),
 		Intent: Intent(m["intent"].(string)),
 	}
-	if _, err := ParseTime(e.TS); err != nil {
+	if _, err := parseTime(e.TS); err != nil {
 		return nil, badRequest(fmt.Errorf("/ts: %w", err))
 	}
 	var bad error
@@ -152,7 +152,7 @@ func DecodeDelta(b []byte) (*Delta, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := validateValue(schemas().delta, DeltaSchema, tree); err != nil {
+	if err := validateValue(schemas().delta, deltaSchema, tree); err != nil {
 		return nil, badRequest(err)
 	}
 	m := tree.(map[string]any)
@@ -166,7 +166,7 @@ func DecodeDelta(b []byte) (*Delta, error) {
 		return nil, badRequest(fmt.Errorf("/delta_seq: %w", err))
 	}
 	d.Seq = seq
-	if _, err := ParseTime(d.TS); err != nil {
+	if _, err := parseTime(d.TS); err != nil {
 		return nil, badRequest(fmt.Errorf("/ts: %w", err))
 	}
 	if p, ok := m["payload"]; ok {
@@ -181,13 +181,13 @@ func DecodeDelta(b []byte) (*Delta, error) {
 
 // DecodeManifest decodes a manifest from untrusted bytes: what the
 // corrected manifest schema (A.3) accepts, under the rules of Decode
-// (MaxManifestSize).
+// (64 << 10).
 func DecodeManifest(b []byte) (*Manifest, error) {
-	tree, err := parseStrict(b, MaxManifestSize)
+	tree, err := parseStrict(b, maxManifestSize)
 	if err != nil {
 		return nil, err
 	}
-	if err := validateValue(schemas().manifest, ManifestSchema, tree); err != nil {
+	if err := validateValue(schemas().manifest, manifestSchema, tree); err != nil {
 		return nil, badRequest(err)
 	}
 	m := tree.(map[string]any)

@@ -43,5 +43,5 @@ type Delta struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
-// Time parses TS (ParseTime).
-func (d *Delta) Time() (time.Time, error) { return ParseTime(d.TS) }
+// time parses TS (ParseTime).
+func (d *Delta) time() (time.Time, error) { return parseTime(d.TS) }

@@ -52,10 +52,10 @@ func ParseID(s string) (uuid string, ok bool) {
 	return strings.ToLower(s), true
 }
 
-// ParseTime reads an RFC 3339 date-time (§5.6: "T" and "Z" in either
+// parseTime reads an RFC 3339 date-time (§5.6: "T" and "Z" in either
 // case, any offset, any fraction) and returns it in UTC. It refuses leap
 // seconds, which time.Time cannot hold.
-func ParseTime(s string) (time.Time, error) {
+func parseTime(s string) (time.Time, error) {
 	bad := errors.New("not an RFC 3339 date-time")
 	if len(s) < 20 || len(s) > 64 {
 		return time.Time{}, bad

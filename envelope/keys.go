@@ -218,7 +218,7 @@ func ParsePublicKey(b []byte) (*PublicKey, error) {
 }
 
 func parseJWK(b []byte) (*jose.JSONWebKey, error) {
-	if _, err := parseStrict(b, MaxManifestSize); err != nil {
+	if _, err := parseStrict(b, maxManifestSize); err != nil {
 		return nil, fmt.Errorf("envelope: JWK: %s", AsError(err).Message)
 	}
 	var j jose.JSONWebKey
@@ -280,7 +280,7 @@ func NewKeySet(keys ...*PublicKey) (*KeySet, error) {
 
 // ParseKeySet reads a JWK set {"keys":[…]} or a single public JWK.
 func ParseKeySet(b []byte) (*KeySet, error) {
-	tree, err := parseStrict(b, MaxManifestSize)
+	tree, err := parseStrict(b, maxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("envelope: JWK set: %s", AsError(err).Message)
 	}

@@ -39,7 +39,7 @@ type replayRecord struct {
 }
 
 // OpenReplayFile opens (creating it if need be) the replay file at path,
-// holding at most capacity unexpired pairs (DefaultReplayCapacity when
+// holding at most capacity unexpired pairs (1 << 20 when
 // capacity <= 0). now is the time expired records are dropped at.
 func OpenReplayFile(path string, capacity int, now time.Time) (*ReplayFile, error) {
 	r := &ReplayFile{path: path, mem: NewMemoryReplayStore(capacity)}

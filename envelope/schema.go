@@ -24,9 +24,9 @@ var (
 
 // The file names of the schemas, as ValidationError.Schema names them.
 const (
-	EnvelopeSchema = "envelope-1.0.json"
-	DeltaSchema    = "delta-1.0.json"
-	ManifestSchema = "manifest-1.0.json"
+	envelopeSchema = "envelope-1.0.json"
+	deltaSchema    = "delta-1.0.json"
+	manifestSchema = "manifest-1.0.json"
 )
 
 type compiledSchemas struct {
@@ -74,9 +74,9 @@ var schemas = sync.OnceValue(func() compiledSchemas {
 		return c.MustCompile(id)
 	}
 	return compiledSchemas{
-		envelope: compile(EnvelopeSchema, envelopeSchemaJSON),
-		delta:    compile(DeltaSchema, deltaSchemaJSON),
-		manifest: compile(ManifestSchema, manifestSchemaJSON),
+		envelope: compile(envelopeSchema, envelopeSchemaJSON),
+		delta:    compile(deltaSchema, deltaSchemaJSON),
+		manifest: compile(manifestSchema, manifestSchemaJSON),
 	}
 })
 
@@ -85,11 +85,11 @@ type ValidationError struct {
 	// Schema is the schema's file name, such as EnvelopeSchema.
 	Schema string
 	// Failures lists the failing keywords, sorted by instance path.
-	Failures []Failure
+	Failures []failure
 }
 
-// Failure is one failing schema keyword.
-type Failure = schemafail.Failure
+// failure is one failing schema keyword.
+type failure = schemafail.Failure
 
 // Error returns "does not match SCHEMA" followed by each failure's
 // instance path and message.
@@ -101,15 +101,15 @@ func (e *ValidationError) Error() string {
 // (A.1) with formats asserted and ids accepted bare or as urn:uuid:. It
 // checks the schema only: Decode applies it and the stricter rules of
 // this package. A mismatch is a *ValidationError.
-func ValidateEnvelope(b []byte) error { return validateText(schemas().envelope, EnvelopeSchema, b) }
+func ValidateEnvelope(b []byte) error { return validateText(schemas().envelope, envelopeSchema, b) }
 
 // ValidateDelta validates b against the delta schema (A.2), like
 // ValidateEnvelope.
-func ValidateDelta(b []byte) error { return validateText(schemas().delta, DeltaSchema, b) }
+func ValidateDelta(b []byte) error { return validateText(schemas().delta, deltaSchema, b) }
 
 // ValidateManifest validates b against the corrected manifest schema
 // (A.3), like ValidateEnvelope.
-func ValidateManifest(b []byte) error { return validateText(schemas().manifest, ManifestSchema, b) }
+func ValidateManifest(b []byte) error { return validateText(schemas().manifest, manifestSchema, b) }
 
 func validateText(sch *jsonschema.Schema, file string, b []byte) error {
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))

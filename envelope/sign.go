@@ -15,8 +15,8 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// MaxSigSize bounds the sig strings ParseSignature reads.
-const MaxSigSize = 1024
+// maxSigSize bounds the sig strings ParseSignature reads.
+const maxSigSize = 1024
 
 // Canonical returns the canonical form of e (§4.2, DESIGN §5): the RFC
 // 8785 (JCS) serialization of e without sig. It refuses (4.00) an
@@ -216,7 +216,7 @@ func parseCompact(token string, jwt bool) (*Signature, error) {
 	if token == "" {
 		return nil, errors.New("empty")
 	}
-	if len(token) > MaxSigSize+MaxManifestSize*4/3+8 {
+	if len(token) > maxSigSize+maxManifestSize*4/3+8 {
 		return nil, errors.New("too long")
 	}
 	protected, rest, ok1 := strings.Cut(token, ".")
@@ -224,7 +224,7 @@ func parseCompact(token string, jwt bool) (*Signature, error) {
 	if !ok1 || !ok2 || strings.Contains(sig, ".") {
 		return nil, errors.New("not three dot-separated segments")
 	}
-	if len(protected)+len(sig) > MaxSigSize {
+	if len(protected)+len(sig) > maxSigSize {
 		return nil, errors.New("header or signature too long")
 	}
 	hb, err := b64(protected)

@@ -27,8 +27,8 @@ import (
 // TokenAudience is the aud of every approval token.
 const TokenAudience = "uaicp-approval"
 
-// MaxTokenSize bounds the tokens Verify reads.
-const MaxTokenSize = 8 << 10
+// maxTokenSize bounds the tokens Verify reads.
+const maxTokenSize = 8 << 10
 
 // MaxTokenLifetime bounds exp − iat; longer-lived tokens are refused.
 const MaxTokenLifetime = 24 * time.Hour
@@ -118,15 +118,15 @@ type Keyring struct {
 // NewKeyring returns an empty keyring.
 func NewKeyring() *Keyring { return &Keyring{byKID: map[string]ApproverKey{}} }
 
-// DefaultKeyringReload is the least time between two looks at a keyring
+// defaultKeyringReload is the least time between two looks at a keyring
 // file (KeyringOptions.ReloadInterval).
-const DefaultKeyringReload = time.Second
+const defaultKeyringReload = time.Second
 
 // KeyringOptions configures a keyring that follows its file (OpenKeyring).
 type KeyringOptions struct {
 	// ReloadInterval is the least time between two looks at the file, so
 	// that a flood of tokens signed by unknown keys cannot make the
-	// keyring read the disk on every one; 0 is DefaultKeyringReload.
+	// keyring read the disk on every one; 0 is time.Second.
 	ReloadInterval time.Duration
 	// Hint follows the refusal of a token whose key the keyring does not
 	// hold: how to trust a key (agentry serve: "add it with `agentry keys
@@ -176,7 +176,7 @@ func OpenKeyring(path string, opts *KeyringOptions) (*Keyring, error) {
 	}
 	src := &keyringSource{path: path, interval: opts.ReloadInterval, hint: opts.Hint, log: opts.Logger}
 	if src.interval <= 0 {
-		src.interval = DefaultKeyringReload
+		src.interval = defaultKeyringReload
 	}
 	if src.log == nil {
 		src.log = slog.Default()
@@ -422,8 +422,8 @@ func (k *Keyring) verify(token string, now time.Time) (*ApprovalClaims, error) {
 	if token == "" {
 		return nil, errors.New("no token")
 	}
-	if len(token) > MaxTokenSize {
-		return nil, fmt.Errorf("token longer than %d bytes", MaxTokenSize)
+	if len(token) > maxTokenSize {
+		return nil, fmt.Errorf("token longer than %d bytes", maxTokenSize)
 	}
 	if !canonicalCompact(token) {
 		return nil, errors.New("not a compact JWS of three unpadded base64url segments in canonical form")

@@ -40,7 +40,7 @@ func transitionData(t *testing.T, j govern.Journal, requestID string, from, to g
 
 // TestUAICP_4_1_RepairLoopBounded: with a verifier that always fails,
 // the repair loop stops after exactly the budget — the task class's when
-// it sets one, else the options', else DefaultMaxRepairs; negative means
+// it sets one, else the options', else 2; negative means
 // none — and the run fails safe with VERIFICATION_FAILED and
 // REPAIRS_EXHAUSTED. Each repair is journaled with its count.
 func TestUAICP_4_1_RepairLoopBounded(t *testing.T) {

@@ -17,9 +17,9 @@ import (
 // for trusted data (the journal); these decoders are for bytes from
 // anywhere else.
 
-// MaxObjectSize bounds the JSON text DecodeEnvelope, DecodeEvidence and
+// maxObjectSize bounds the JSON text DecodeEnvelope, DecodeEvidence and
 // DecodeReport read.
-const MaxObjectSize = 1 << 20
+const maxObjectSize = 1 << 20
 
 // DecodeError says why a strict decoder refused its input: the first
 // problem found, checking members in the schema's order.
@@ -47,7 +47,7 @@ func (e *DecodeError) Error() string {
 // top-level member the schema does not name), and refuses, beyond the
 // schema:
 //
-//   - more than MaxObjectSize bytes, invalid UTF-8, anything but one JSON
+//   - more than 1 << 20 bytes, invalid UTF-8, anything but one JSON
 //     value (surrounding whitespace aside), nesting deeper than
 //     encoding/json allows (10000);
 //   - an object anywhere with a member name twice;
@@ -198,8 +198,8 @@ var (
 // decodeDocument applies the rules about the whole text and returns its
 // top-level object.
 func decodeDocument(b []byte) (*object, error) {
-	if len(b) > MaxObjectSize {
-		return nil, &DecodeError{Message: fmt.Sprintf("document is %d bytes, more than MaxObjectSize (%d)", len(b), MaxObjectSize)}
+	if len(b) > maxObjectSize {
+		return nil, &DecodeError{Message: fmt.Sprintf("document is %d bytes, more than MaxObjectSize (%d)", len(b), maxObjectSize)}
 	}
 	if !utf8.Valid(b) {
 		return nil, &DecodeError{Message: "document is not valid UTF-8"}

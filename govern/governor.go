@@ -15,16 +15,16 @@ import (
 	"github.com/agentry-dev/agentry/internal/ids"
 )
 
-// DefaultMaxRepairs is the repair budget of a run whose task class and
+// defaultMaxRepairs is the repair budget of a run whose task class and
 // options set none: small, so that a verifier that keeps failing ends the
 // run quickly.
-const DefaultMaxRepairs = 2
+const defaultMaxRepairs = 2
 
 // Default timeouts.
 const (
-	DefaultToolTimeout     = 5 * time.Minute
-	DefaultVerifierTimeout = 30 * time.Second
-	DefaultRollbackTimeout = time.Minute
+	defaultToolTimeout     = 5 * time.Minute
+	defaultVerifierTimeout = 30 * time.Second
+	defaultRollbackTimeout = time.Minute
 )
 
 // RollbackFunc executes a rollback action. It must be idempotent: after a
@@ -56,7 +56,7 @@ type Options struct {
 	// Rollbacks executes rollback actions by their type. A write whose
 	// rollback action has no handler here has no usable rollback.
 	Rollbacks map[string]RollbackFunc
-	// MaxRepairs is the default repair budget; 0 is DefaultMaxRepairs, a
+	// MaxRepairs is the default repair budget; 0 is 2, a
 	// negative value allows none.
 	MaxRepairs int
 	// Timeouts; zero uses the defaults.
@@ -103,16 +103,16 @@ func New(ctx context.Context, opts Options) (*Governor, error) {
 		g.log = slog.Default()
 	}
 	if g.opts.MaxRepairs == 0 {
-		g.opts.MaxRepairs = DefaultMaxRepairs
+		g.opts.MaxRepairs = defaultMaxRepairs
 	}
 	if g.opts.ToolTimeout <= 0 {
-		g.opts.ToolTimeout = DefaultToolTimeout
+		g.opts.ToolTimeout = defaultToolTimeout
 	}
 	if g.opts.VerifierTimeout <= 0 {
-		g.opts.VerifierTimeout = DefaultVerifierTimeout
+		g.opts.VerifierTimeout = defaultVerifierTimeout
 	}
 	if g.opts.RollbackTimeout <= 0 {
-		g.opts.RollbackTimeout = DefaultRollbackTimeout
+		g.opts.RollbackTimeout = defaultRollbackTimeout
 	}
 	for _, v := range opts.Verifiers {
 		if v == nil || v.ID() == "" {
@@ -526,7 +526,7 @@ func (g *Governor) decisionRecords(req ApprovalRequest, d ApprovalDecision) ([]*
 	}
 	used := *rec
 	used.Kind, used.Reasons, used.Unique = KindTokenUsed, nil, tokenKey(d.TokenID)
-	if used.Data, err = json.Marshal(TokenUse{ApprovalID: req.ID, TokenID: d.TokenID}); err != nil {
+	if used.Data, err = json.Marshal(tokenUse{ApprovalID: req.ID, TokenID: d.TokenID}); err != nil {
 		return nil, err
 	}
 	return []*Record{rec, &used}, nil

@@ -209,7 +209,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		switch {
 		case cs.status == KindCommit:
 			r.mu.Unlock()
-			return nil, r.block(ctx, spec, call, intent, "call ID already committed with another tool or arguments", PolicyBlocked)
+			return nil, r.block(ctx, spec, call, intent, "call ID already committed with another tool or arguments", policyBlocked)
 		case cs.status == KindIntent:
 			r.mu.Unlock()
 			return nil, fmt.Errorf("govern: call %s is already running", call.ID)
@@ -312,7 +312,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		if resRaw, err = json.Marshal(result); err != nil {
 			runErr, reason = fmt.Errorf("tool result is not JSON: %w", err), EvidenceInvalid
 		} else if ev, err = r.sealEvidence(Evidence{EvidenceType: ToolResult, Source: spec.Name, Actor: "tool:" + spec.Name, Payload: resRaw,
-			Extra: map[string]any{MetaCallID: call.ID}}, spec.Name); err != nil {
+			Extra: map[string]any{metaCallID: call.ID}}, spec.Name); err != nil {
 			runErr, reason = err, EvidenceInvalid
 			var ge *Error
 			if errors.As(err, &ge) {
@@ -374,35 +374,35 @@ func (r *Run) gate(ctx context.Context, spec ToolSpec, call Call, args map[strin
 	d, err := r.decide(ctx, spec.Name, tier, args)
 	intent.Policy = &d
 	if err != nil {
-		return "", r.block(ctx, spec, call, *intent, "policy failed: "+err.Error(), PolicyBlocked)
+		return "", r.block(ctx, spec, call, *intent, "policy failed: "+err.Error(), policyBlocked)
 	}
 	if d.Effect == Deny {
-		return "", r.block(ctx, spec, call, *intent, "denied by policy rule "+d.Rule, PolicyBlocked)
+		return "", r.block(ctx, spec, call, *intent, "denied by policy rule "+d.Rule, policyBlocked)
 	}
 	if spec.Rollback != nil {
 		a, err := guardValue(func() (*RollbackAction, error) { return spec.Rollback(ctx, call) })
 		switch {
 		case err != nil:
-			return "", r.block(ctx, spec, call, *intent, "computing the rollback action failed: "+err.Error(), RollbackRequired)
+			return "", r.block(ctx, spec, call, *intent, "computing the rollback action failed: "+err.Error(), rollbackRequired)
 		case a != nil && a.Type == "":
-			return "", r.block(ctx, spec, call, *intent, "rollback action has no type", RollbackRequired)
+			return "", r.block(ctx, spec, call, *intent, "rollback action has no type", rollbackRequired)
 		case a != nil && !carriablePayload(a.Payload):
-			return "", r.block(ctx, spec, call, *intent, "rollback payload must be a JSON object or string (message-envelope.schema.json)", RollbackRequired)
+			return "", r.block(ctx, spec, call, *intent, "rollback payload must be a JSON object or string (message-envelope.schema.json)", rollbackRequired)
 		case a != nil:
 			if _, ok := r.g.opts.Rollbacks[a.Type]; !ok {
-				return "", r.block(ctx, spec, call, *intent, fmt.Sprintf("no rollback handler for type %q", a.Type), RollbackRequired)
+				return "", r.block(ctx, spec, call, *intent, fmt.Sprintf("no rollback handler for type %q", a.Type), rollbackRequired)
 			}
 			h, err := a.Hash()
 			if err != nil {
-				return "", r.block(ctx, spec, call, *intent, "rollback action is not JSON: "+err.Error(), RollbackRequired)
+				return "", r.block(ctx, spec, call, *intent, "rollback action is not JSON: "+err.Error(), rollbackRequired)
 			}
 			intent.Rollback, intent.RollbackHash = a, h
 		}
 	}
 	if tier == WriteHighRisk && intent.Rollback == nil {
-		return "", r.block(ctx, spec, call, *intent, "write_high_risk call without rollback metadata", RollbackRequired)
+		return "", r.block(ctx, spec, call, *intent, "write_high_risk call without rollback metadata", rollbackRequired)
 	}
-	if tier != WriteHighRisk && d.Effect != Review {
+	if tier != WriteHighRisk && d.Effect != review {
 		return "", nil
 	}
 	return r.approve(ctx, spec, call, intent, gr)
@@ -411,7 +411,7 @@ func (r *Run) gate(ctx context.Context, spec ToolSpec, call Call, args map[strin
 func (r *Run) decide(ctx context.Context, tool string, tier Tier, args map[string]any) (d Decision, err error) {
 	in := PolicyInput{RequestID: r.requestID, TraceID: r.traceID, Identity: r.identity, TaskClass: r.className, Tool: tool, Tier: tier, Args: args}
 	d, err = guardValue(func() (Decision, error) { return r.g.policy.Decide(ctx, in) })
-	if err == nil && !d.Effect.Valid() {
+	if err == nil && !d.Effect.valid() {
 		err = fmt.Errorf("policy returned effect %q", d.Effect)
 	}
 	return d, err
@@ -423,8 +423,8 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 	want := Binding{RequestID: r.requestID, TraceID: r.traceID, Tool: spec.Name, Tier: intent.Tier.String(),
 		ArgsHash: intent.ArgsHash, RollbackHash: intent.RollbackHash, Attempt: intent.Attempt}
 	reasons := []Reason{ApprovalRequired}
-	if intent.Policy != nil && intent.Policy.Effect == Review {
-		reasons = append(reasons, NeedsReview)
+	if intent.Policy != nil && intent.Policy.Effect == review {
+		reasons = append(reasons, needsReview)
 	}
 	// The intent of an approved call carries the approval's use key: an
 	// approval is acted on once, also by two processes resuming one run.
@@ -536,7 +536,7 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 	r.approvals[req.ID] = req
 	r.mu.Unlock()
 	intent.ApprovalID = req.ID
-	intent.Policy = &Decision{Effect: Review, Rule: policyRule(intent.Policy)}
+	intent.Policy = &Decision{Effect: review, Rule: policyRule(intent.Policy)}
 	r.mu.Lock()
 	env := r.callEnvelopeLocked(spec.Name, call.ID, *intent, Pending, reasons)
 	r.mu.Unlock()
@@ -555,8 +555,8 @@ func (r *Run) block(ctx context.Context, spec ToolSpec, call Call, intent CallIn
 	if slices.Contains(reasons, ApprovalRequired) {
 		// The upstream adapter contract's high-risk rule: without an
 		// approval the gate answers needs_review with APPROVAL_REQUIRED.
-		outcome, decision = Pending, Review
-	} else if intent.Policy != nil && !slices.Contains(reasons, PolicyBlocked) {
+		outcome, decision = Pending, review
+	} else if intent.Policy != nil && !slices.Contains(reasons, policyBlocked) {
 		decision = intent.Policy.Effect
 	}
 	intent.Policy = &Decision{Effect: decision, Rule: policyRule(intent.Policy)}
@@ -643,16 +643,16 @@ func (r *Run) replayLocked(callID string, cs *callState) *Invocation {
 func (r *Run) callEnvelopeLocked(tool, callID string, intent CallIntent, outcome Outcome, reasons []Reason) Envelope {
 	e := Envelope{UAICPVersion: Version, RequestID: r.requestID, TraceID: r.traceID, ParentTraceID: r.parentTraceID,
 		State: Execute, Timestamp: Time{ids.Now()}, Identity: r.identity, Outcome: outcome, Rollback: intent.Rollback,
-		Metadata: map[string]any{MetaTool: tool, MetaCallID: callID, MetaRiskTier: intent.Tier.String(), MetaActorKind: string(ActorAgent)}}
+		Metadata: map[string]any{metaTool: tool, metaCallID: callID, metaRiskTier: intent.Tier.String(), metaActorKind: string(ActorAgent)}}
 	if intent.DeclaredTier != "" {
-		e.Metadata[MetaDeclaredTier] = intent.DeclaredTier
+		e.Metadata[metaDeclaredTier] = intent.DeclaredTier
 	}
 	if intent.Policy != nil {
 		e.Metadata[MetaPolicyDecision] = string(intent.Policy.Effect)
-		e.Metadata[MetaPolicyRule] = intent.Policy.Rule
+		e.Metadata[metaPolicyRule] = intent.Policy.Rule
 	}
 	if intent.ApprovalID != "" {
-		e.Metadata[MetaApprovalID] = intent.ApprovalID
+		e.Metadata[metaApprovalID] = intent.ApprovalID
 	}
 	if len(reasons) > 0 {
 		e.Metadata[MetaReasons] = reasons

@@ -20,11 +20,11 @@ type Effect string
 const (
 	Allow  Effect = "allow"
 	Deny   Effect = "deny"
-	Review Effect = "needs_review" // the call needs a human approval first
+	review Effect = "needs_review" // the call needs a human approval first
 )
 
-// Valid reports whether e is one of the three effects.
-func (e Effect) Valid() bool { return e == Allow || e == Deny || e == Review }
+// valid reports whether e is one of the three effects.
+func (e Effect) valid() bool { return e == Allow || e == Deny || e == review }
 
 // Decision is a policy's answer for one call.
 type Decision struct {
@@ -124,15 +124,15 @@ func LoadRulePolicy(file string) (*RulePolicy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := ParseRulePolicy(b)
+	p, err := parseRulePolicy(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return p, nil
 }
 
-// ParseRulePolicy reads a RulePolicy from YAML and validates it.
-func ParseRulePolicy(b []byte) (*RulePolicy, error) {
+// parseRulePolicy reads a RulePolicy from YAML and validates it.
+func parseRulePolicy(b []byte) (*RulePolicy, error) {
 	var p RulePolicy
 	d := yaml.NewDecoder(bytes.NewReader(b))
 	d.KnownFields(true)
@@ -149,7 +149,7 @@ func ParseRulePolicy(b []byte) (*RulePolicy, error) {
 // conditions.
 func (p *RulePolicy) Validate() error {
 	var errs []error
-	if p.Default != "" && !p.Default.Valid() {
+	if p.Default != "" && !p.Default.valid() {
 		errs = append(errs, fmt.Errorf("default effect %q is not allow, deny or needs_review", p.Default))
 	}
 	for i, r := range p.Rules {
@@ -157,7 +157,7 @@ func (p *RulePolicy) Validate() error {
 		if r.Name != "" {
 			where += " (" + r.Name + ")"
 		}
-		if !r.Effect.Valid() {
+		if !r.Effect.valid() {
 			errs = append(errs, fmt.Errorf("%s: effect %q is not allow, deny or needs_review", where, r.Effect))
 		}
 		for _, t := range r.Tiers {
@@ -166,7 +166,7 @@ func (p *RulePolicy) Validate() error {
 			}
 		}
 		for _, c := range r.ControlClasses {
-			if !ControlClass(c).Valid() {
+			if !ControlClass(c).valid() {
 				errs = append(errs, fmt.Errorf("%s: control class %q is not autonomous, human-supervised or human-directed", where, c))
 			}
 		}

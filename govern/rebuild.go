@@ -142,7 +142,7 @@ func (r *Run) apply(rec Record) error {
 			}
 		}
 	case KindChild:
-		var c ChildData
+		var c childData
 		if err := json.Unmarshal(rec.Data, &c); err != nil {
 			return err
 		}

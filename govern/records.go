@@ -96,8 +96,8 @@ type ApprovalDecision struct {
 	DecidedAt Time   `json:"decided_at"`
 }
 
-// TokenUse is the Data of an approval_token_used record.
-type TokenUse struct {
+// tokenUse is the Data of an approval_token_used record.
+type tokenUse struct {
 	ApprovalID string `json:"approval_id"`
 	TokenID    string `json:"jti"`
 }
@@ -116,14 +116,14 @@ type PauseData struct {
 	Recovered bool `json:"recovered,omitempty"`
 }
 
-// RollbackData is the Data of the rollback_* records.
-type RollbackData struct {
+// rollbackData is the Data of the rollback_* records.
+type rollbackData struct {
 	Action *RollbackAction `json:"rollback_action"`
 	Error  string          `json:"error,omitempty"`
 }
 
-// ChildData is the Data of a child_finished record.
-type ChildData struct {
+// childData is the Data of a child_finished record.
+type childData struct {
 	RequestID string   `json:"request_id"`
 	TraceID   string   `json:"trace_id"`
 	Phase     Phase    `json:"state"`

@@ -91,8 +91,8 @@ func (r *Run) ParentTraceID() string { return r.parentTraceID }
 // Identity returns who runs.
 func (r *Run) Identity() Identity { return r.identity }
 
-// TaskClass returns the run's task class name.
-func (r *Run) TaskClass() string { return r.className }
+// taskClass returns the run's task class name.
+func (r *Run) taskClass() string { return r.className }
 
 // Resumer returns what the run said can resume it.
 func (r *Run) Resumer() string { return r.resumer }
@@ -734,7 +734,7 @@ func (r *Run) fail(ctx context.Context, detail string, cause *Cause, reasons ...
 		reasons = []Reason{VerificationFailed}
 	}
 	if res.rollbackFailures > 0 {
-		reasons = append(reasons, RollbackFailed, NeedsReview)
+		reasons = append(reasons, RollbackFailed, needsReview)
 	}
 	var uniq []Reason
 	for _, x := range reasons {
@@ -776,7 +776,7 @@ func (r *Run) rollback(ctx context.Context) failResult {
 }
 
 func (r *Run) rollbackOne(ctx context.Context, w *writeState) error {
-	data := RollbackData{Action: w.action}
+	data := rollbackData{Action: w.action}
 	start := r.record(KindRollbackStarted)
 	start.Tool, start.CallID = w.tool, w.callID
 	if err := r.appendData(ctx, true, start, data); err != nil {
@@ -862,7 +862,7 @@ func (r *Run) addChild(c *Run) {
 		return // closed meanwhile; nothing more of this run is journaled
 	}
 	rec := r.record(KindChild)
-	b, _ := json.Marshal(ChildData{RequestID: c.requestID, TraceID: c.traceID, Phase: Intake})
+	b, _ := json.Marshal(childData{RequestID: c.requestID, TraceID: c.traceID, Phase: Intake})
 	rec.Data = b
 	if err := r.g.j.Append(context.Background(), false, rec); err != nil {
 		r.g.log.Error("govern: journaling a child run", "request_id", r.requestID, "error", err)
@@ -889,7 +889,7 @@ func (r *Run) childFinished(ctx context.Context, c *Run) {
 	if phase == FailSafe {
 		rec.Outcome, rec.Reasons = Uncertain, []Reason{ChildFailed}
 	}
-	if err := r.appendData(ctx, false, rec, ChildData{RequestID: c.requestID, TraceID: c.traceID, Phase: phase, Reasons: reasons}); err != nil {
+	if err := r.appendData(ctx, false, rec, childData{RequestID: c.requestID, TraceID: c.traceID, Phase: phase, Reasons: reasons}); err != nil {
 		r.g.log.Error("govern: journaling a child run", "request_id", r.requestID, "error", err)
 	}
 }

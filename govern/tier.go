@@ -54,9 +54,9 @@ func (t *Tier) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Strictest returns the strictest of tiers, ignoring invalid (unset) ones;
+// strictest returns the strictest of tiers, ignoring invalid (unset) ones;
 // with no valid tier it returns WriteHighRisk.
-func Strictest(tiers ...Tier) Tier {
+func strictest(tiers ...Tier) Tier {
 	var m Tier
 	for _, t := range tiers {
 		if t.Valid() && t > m {
@@ -77,5 +77,5 @@ func EffectiveTier(declared, pinned, floor Tier) Tier {
 	if !declared.Valid() {
 		declared = WriteHighRisk
 	}
-	return Strictest(declared, pinned, floor)
+	return strictest(declared, pinned, floor)
 }

@@ -61,8 +61,8 @@ const (
 	HumanDirected   ControlClass = "human-directed"
 )
 
-// Valid reports whether c is one of the three control classes.
-func (c ControlClass) Valid() bool {
+// valid reports whether c is one of the three control classes.
+func (c ControlClass) valid() bool {
 	return c == Autonomous || c == HumanSupervised || c == HumanDirected
 }
 
@@ -83,7 +83,7 @@ func (id Identity) Validate() error {
 		return refuse("identity.agent_id is empty", IdentityInvalid)
 	case id.OwnerID == "":
 		return refuse("identity.owner_id is empty", IdentityInvalid)
-	case !id.ControlClass.Valid():
+	case !id.ControlClass.valid():
 		return refuse(fmt.Sprintf("identity.control_class %q is not autonomous, human-supervised or human-directed", id.ControlClass), IdentityInvalid)
 	}
 	return nil
@@ -129,7 +129,7 @@ func (r *RollbackAction) Hash() (string, error) {
 	if r == nil {
 		return "", nil
 	}
-	return HashJSON(r)
+	return hashJSON(r)
 }
 
 // EvidenceType is an evidence object's type.
@@ -144,7 +144,7 @@ const (
 	CustomEvidence EvidenceType = "custom"
 )
 
-// Valid reports whether t is one of the schema's evidence types.
+// valid reports whether t is one of the schema's evidence types.
 func (t EvidenceType) Valid() bool {
 	switch t {
 	case ToolResult, SourceCitation, TestReport, ApprovalToken, CustomEvidence:
@@ -332,8 +332,8 @@ func PayloadHash(payload json.RawMessage) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// HashJSON returns PayloadHash of v's JSON encoding.
-func HashJSON(v any) (string, error) {
+// hashJSON returns PayloadHash of v's JSON encoding.
+func hashJSON(v any) (string, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("govern: %w", err)

@@ -179,8 +179,8 @@ func (j blockJSON) block() (ContentBlock, error) {
 	return nil, fmt.Errorf("content block: unknown type %q", j.Type)
 }
 
-// MarshalBlock returns a content block's JSON form.
-func MarshalBlock(b ContentBlock) ([]byte, error) {
+// marshalBlock returns a content block's JSON form.
+func marshalBlock(b ContentBlock) ([]byte, error) {
 	j, err := blockToJSON(b)
 	if err != nil {
 		return nil, err
@@ -268,7 +268,7 @@ func marshalMessage(info MessageInfo, typ MessageType, blocks []ContentBlock, ca
 	j := messageJSON{ID: info.ID, Type: typ, Timestamp: formatTime(info.Timestamp), Metadata: info.Metadata,
 		Content: make([]json.RawMessage, 0, len(blocks)), ToolCalls: calls, Results: results}
 	for _, b := range blocks {
-		raw, err := MarshalBlock(b)
+		raw, err := marshalBlock(b)
 		if err != nil {
 			return nil, err
 		}
@@ -544,7 +544,7 @@ func (ev *StreamEvent) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("stream event: %w", err)
 	}
 	known := false
-	for _, t := range StreamEventTypes {
+	for _, t := range streamEventTypes {
 		known = known || t == j.Type
 	}
 	if !known {

@@ -20,16 +20,16 @@ type RetryStrategy interface {
 	OnRetry(err *Error, attempt int) (delay time.Duration, retry bool)
 }
 
-// RequestGate is an optional interface of a RetryStrategy: BeforeRequest is
+// requestGate is an optional interface of a RetryStrategy: BeforeRequest is
 // called before every attempt and returns how long to wait first (token
 // buckets use it to pace requests).
-type RequestGate interface {
+type requestGate interface {
 	BeforeRequest() time.Duration
 }
 
-// Resetter is an optional interface of a RetryStrategy: Reset is called
+// resetter is an optional interface of a RetryStrategy: Reset is called
 // after a request succeeds.
-type Resetter interface {
+type resetter interface {
 	Reset()
 }
 
@@ -174,7 +174,7 @@ func orDefault[T comparable](v, def T) T {
 // Provider packages use it around each HTTP attempt.
 func DoWithRetry[T any](ctx context.Context, strategy RetryStrategy, retryAfterMax time.Duration, provider string, attempt func(ctx context.Context) (T, error)) (T, error) {
 	retryAfterMax = orDefault(retryAfterMax, time.Hour)
-	gate, _ := strategy.(RequestGate)
+	gate, _ := strategy.(requestGate)
 	for n := 1; ; n++ {
 		if gate != nil {
 			if err := sleep(ctx, gate.BeforeRequest()); err != nil {
@@ -184,7 +184,7 @@ func DoWithRetry[T any](ctx context.Context, strategy RetryStrategy, retryAfterM
 		}
 		v, err := attempt(ctx)
 		if err == nil {
-			if r, ok := strategy.(Resetter); ok {
+			if r, ok := strategy.(resetter); ok {
 				r.Reset()
 			}
 			return v, nil

@@ -28,8 +28,8 @@ const (
 	ContentBlockStop   StreamEventType = "content_block_stop"
 )
 
-// StreamEventTypes lists the 13 types in specification order.
-var StreamEventTypes = []StreamEventType{
+// streamEventTypes lists the 13 types in specification order.
+var streamEventTypes = []StreamEventType{
 	TextDelta, ReasoningDelta, ImageDelta, AudioDelta, VideoDelta, ObjectDelta,
 	ToolCallDelta, ToolExecutionStart, ToolExecutionEnd, MessageStart,
 	MessageStop, ContentBlockStart, ContentBlockStop,

@@ -21,8 +21,8 @@ type Thread struct {
 	updatedAt time.Time
 }
 
-// NewThread returns an empty thread with a new ID.
-func NewThread(messages ...Message) *Thread {
+// newThread returns an empty thread with a new ID.
+func newThread(messages ...Message) *Thread {
 	now := ids.Now()
 	return &Thread{id: ids.New(), messages: slices.Clone(messages), createdAt: now, updatedAt: now}
 }

@@ -13,8 +13,8 @@ import (
 // (UPP-1.3 §1.6): it is a contract sent to the model.
 type Schema map[string]any
 
-// ParseSchema decodes a JSON Schema given as JSON text; it must be an object.
-func ParseSchema(s string) (Schema, error) {
+// parseSchema decodes a JSON Schema given as JSON text; it must be an object.
+func parseSchema(s string) (Schema, error) {
 	var v Schema
 	if err := json.Unmarshal([]byte(s), &v); err != nil {
 		return nil, fmt.Errorf("llm: schema: %w", err)
@@ -27,7 +27,7 @@ func ParseSchema(s string) (Schema, error) {
 
 // MustSchema is ParseSchema that panics on error, for package-level schemas.
 func MustSchema(s string) Schema {
-	v, err := ParseSchema(s)
+	v, err := parseSchema(s)
 	if err != nil {
 		panic(err)
 	}
@@ -114,8 +114,8 @@ type ToolExecution struct {
 // from the zero value, which selects the UPP default of 10.
 const Infinity = math.MaxInt
 
-// DefaultMaxIterations is UPP's default limit on tool rounds.
-const DefaultMaxIterations = 10
+// defaultMaxIterations is UPP's default limit on tool rounds.
+const defaultMaxIterations = 10
 
 // BeforeCall is what OnBeforeCall decides: Proceed false skips the call (the
 // model receives "Tool execution skipped"); a non-nil Arguments replaces the
@@ -154,7 +154,7 @@ type ToolUseStrategy struct {
 
 func (s *ToolUseStrategy) maxIterations() int {
 	if s == nil || s.MaxIterations == 0 {
-		return DefaultMaxIterations
+		return defaultMaxIterations
 	}
 	return s.MaxIterations
 }

@@ -55,8 +55,8 @@ func (f HandlerFunc) ServeUAMP(ctx context.Context, req *envelope.Envelope, s *S
 	return f(ctx, req, s)
 }
 
-// EchoChunkSize is the most bytes of content Echo puts in one delta.
-const EchoChunkSize = 256
+// echoChunkSize is the most bytes of content Echo puts in one delta.
+const echoChunkSize = 256
 
 // Echo is the built-in echo agent: it streams the request's body.content
 // back as chunk deltas, {"content": "<at most EchoChunkSize bytes, cut at
@@ -64,7 +64,7 @@ const EchoChunkSize = 256
 var Echo Handler = HandlerFunc(func(ctx context.Context, req *envelope.Envelope, s *Stream) error {
 	content := req.Body.Content
 	for len(content) > 0 {
-		n := min(len(content), EchoChunkSize)
+		n := min(len(content), echoChunkSize)
 		for n < len(content) && !utf8.RuneStart(content[n]) {
 			n--
 		}

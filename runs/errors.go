@@ -19,7 +19,7 @@ type Code string
 const (
 	// InvalidParams: a parameter or body is malformed (400).
 	InvalidParams Code = "BAD_REQUEST"
-	// TooLarge: a request body is larger than MaxBody (413).
+	// TooLarge: a request body is larger than 64 << 10 (413).
 	TooLarge Code = "TOO_LARGE"
 	// UnknownRun: no run has that request ID (404).
 	UnknownRun Code = "UNKNOWN_RUN"

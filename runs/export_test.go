@@ -12,3 +12,6 @@ func Subscribers(s *Service, id string) int {
 	defer h.mu.Unlock()
 	return len(h.subs)
 }
+
+// Unexported names the external tests use.
+const MaxListLimit = maxListLimit

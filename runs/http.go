@@ -14,12 +14,12 @@ import (
 	"github.com/agentry-dev/agentry/internal/strictjson"
 )
 
-// MaxBody bounds a POST /v1/runs body.
-const MaxBody = 64 << 10
+// maxBody bounds a POST /v1/runs body.
+const maxBody = 64 << 10
 
-// MaxWait bounds how long POST /v1/runs with "wait": true and GET
+// maxWait bounds how long POST /v1/runs with "wait": true and GET
 // /v1/runs/{id}?wait= wait.
-const MaxWait = 100 * time.Second
+const maxWait = 100 * time.Second
 
 // writeTimeout bounds one write of an event stream to a client.
 const writeTimeout = 30 * time.Second
@@ -53,25 +53,25 @@ type startRequest struct {
 	Agent string `json:"agent"`
 	Input string `json:"input"`
 	// Wait makes the call return when the run is settled, up to
-	// MaxWait.
+	// 100 * time.Second.
 	Wait bool `json:"wait"`
 }
 
 func (s *Service) httpStart(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
 		s.writeError(w, newError(InvalidParams, "", "could not read the body", err))
 		return
 	}
-	if len(body) > MaxBody {
-		s.writeError(w, newError(TooLarge, "", fmt.Sprintf("body larger than %d bytes", MaxBody), nil))
+	if len(body) > maxBody {
+		s.writeError(w, newError(TooLarge, "", fmt.Sprintf("body larger than %d bytes", maxBody), nil))
 		return
 	}
 	// Strictly (DESIGN §2): one closed object and nothing after it, no
 	// invalid UTF-8 or lone surrogate to be silently repaired in the
 	// input a run is journaled with.
 	var req startRequest
-	if err := strictjson.Decode(body, &req, &strictjson.Options{MaxSize: MaxBody, DisallowUnknownFields: true, DisallowDuplicates: true}); err != nil {
+	if err := strictjson.Decode(body, &req, &strictjson.Options{MaxSize: maxBody, DisallowUnknownFields: true, DisallowDuplicates: true}); err != nil {
 		s.writeError(w, newError(InvalidParams, "", `the body must be {"agent": "...", "input": "...", "wait": bool}: `+err.Error(), err))
 		return
 	}
@@ -82,7 +82,7 @@ func (s *Service) httpStart(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusAccepted
 	if req.Wait {
-		ctx, cancel := context.WithTimeout(r.Context(), MaxWait)
+		ctx, cancel := context.WithTimeout(r.Context(), maxWait)
 		defer cancel()
 		if got, err := s.Wait(ctx, run.RequestID); got != nil {
 			run = got
@@ -104,7 +104,7 @@ func (s *Service) httpGet(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, newError(InvalidParams, "", `wait must be a duration such as "30s"`, err))
 			return
 		}
-		wait = min(d, MaxWait)
+		wait = min(d, maxWait)
 	}
 	var run *Run
 	var err error
@@ -131,7 +131,7 @@ func (s *Service) httpList(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || !isDigits(v) {
-			s.writeError(w, newError(InvalidParams, "", fmt.Sprintf("limit must be a number from 1 to %d", MaxListLimit), nil))
+			s.writeError(w, newError(InvalidParams, "", fmt.Sprintf("limit must be a number from 1 to %d", maxListLimit), nil))
 			return
 		}
 		p.Limit = n

@@ -12,8 +12,8 @@ import (
 
 // Limits of ListParams.Limit.
 const (
-	DefaultListLimit = 50
-	MaxListLimit     = 1000
+	defaultListLimit = 50
+	maxListLimit     = 1000
 )
 
 // ListParams selects runs to list.
@@ -22,8 +22,8 @@ type ListParams struct {
 	Status Status
 	// Agent keeps the runs of the named agent; "" keeps all.
 	Agent string
-	// Limit is the most runs to return: 0 is DefaultListLimit, at most
-	// MaxListLimit.
+	// Limit is the most runs to return: 0 is 50, at most
+	// 1000.
 	Limit int
 	// After is the cursor: the request ID of the last run of the previous
 	// page; the runs started before it follow. "" starts with the newest.
@@ -31,7 +31,7 @@ type ListParams struct {
 }
 
 // List returns runs, newest first, as selected by p (nil: the newest
-// DefaultListLimit runs). The runs come from the journal — every top-level
+// defaultListLimit runs). The runs come from the journal — every top-level
 // governed run it records, also those of earlier processes and of other
 // replicas sharing it (child runs of sub-agents are left out) — and carry
 // what the journal tells in brief: request ID, agent, status, pending
@@ -57,9 +57,9 @@ func (s *Service) list(ctx context.Context, p *ListParams) ([]*Run, bool, error)
 	limit := p.Limit
 	switch {
 	case limit == 0:
-		limit = DefaultListLimit
-	case limit < 0 || limit > MaxListLimit:
-		return nil, false, newError(InvalidParams, "", fmt.Sprintf("limit must be between 1 and %d", MaxListLimit), nil)
+		limit = defaultListLimit
+	case limit < 0 || limit > maxListLimit:
+		return nil, false, newError(InvalidParams, "", fmt.Sprintf("limit must be between 1 and %d", maxListLimit), nil)
 	}
 	x := &s.idx
 	x.mu.Lock()

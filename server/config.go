@@ -20,9 +20,9 @@ import (
 // Defaults of Config.
 const (
 	DefaultAddr        = "127.0.0.1:8080"
-	DefaultTLSAddr     = "127.0.0.1:8443"
-	DefaultMaxInFlight = 4096
-	DefaultSessionTTL  = 24 * time.Hour
+	defaultTLSAddr     = "127.0.0.1:8443"
+	defaultMaxInFlight = 4096
+	defaultSessionTTL  = 24 * time.Hour
 )
 
 // Config is what a Server serves and how. The zero value serves no
@@ -76,13 +76,13 @@ type Config struct {
 	// any); none by default.
 	CORSOrigins []string
 	// SessionTTL expires workflow sessions unused this long; 0 is
-	// DefaultSessionTTL, a negative value never.
+	// 24 * time.Hour, a negative value never.
 	SessionTTL time.Duration
 	// MaxBodyBytes bounds request bodies (413 beyond); 0 is
 	// workflow.DefaultMaxBody.
 	MaxBodyBytes int64
 	// MaxInFlight bounds concurrent requests (503 with Retry-After
-	// beyond); 0 is DefaultMaxInFlight.
+	// beyond); 0 is 4096.
 	MaxInFlight int
 	// ReadHeaderTimeout (0: 10 s), ReadTimeout (0: 60 s), WriteTimeout
 	// (0: 120 s) and IdleTimeout (0: 120 s) are the plain listener's
@@ -95,7 +95,7 @@ type Config struct {
 	Listener net.Listener
 	Addr     string
 	// TLSListener is the TLS 1.3 listener of UAMP; nil listens on TLSAddr
-	// (default DefaultTLSAddr). Unused without UAMP.
+	// (default "127.0.0.1:8443"). Unused without UAMP.
 	TLSListener net.Listener
 	TLSAddr     string
 

@@ -67,10 +67,10 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 		c.Logger = slog.Default()
 	}
 	if c.MaxInFlight <= 0 {
-		c.MaxInFlight = DefaultMaxInFlight
+		c.MaxInFlight = defaultMaxInFlight
 	}
 	if c.SessionTTL == 0 {
-		c.SessionTTL = DefaultSessionTTL
+		c.SessionTTL = defaultSessionTTL
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = workflow.DefaultMaxBody
@@ -79,7 +79,7 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 		c.Addr = DefaultAddr
 	}
 	if c.TLSAddr == "" {
-		c.TLSAddr = DefaultTLSAddr
+		c.TLSAddr = defaultTLSAddr
 	}
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{cfg: c, log: c.Logger, st: c.Store, bg: bg, stopBG: stopBG, stop: make(chan struct{}), served: make(chan struct{})}

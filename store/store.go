@@ -50,9 +50,9 @@ import (
 	"github.com/agentry-dev/agentry/workflow"
 )
 
-// DefaultURL is the store of a server given none: SQLite under
+// defaultURL is the store of a server given none: SQLite under
 // ./agentry-data.
-const DefaultURL = "sqlite://./agentry-data/agentry.db"
+const defaultURL = "sqlite://./agentry-data/agentry.db"
 
 // ErrUnknownScheme is returned by Open for a URL whose scheme names no
 // backend.
@@ -72,11 +72,11 @@ type Store struct {
 }
 
 // Open opens (creating and migrating it if needed) the store named by
-// rawURL; "" is DefaultURL. See the package documentation for the
+// rawURL; "" is sqlite://./agentry-data/agentry.db. See the package documentation for the
 // schemes.
 func Open(ctx context.Context, rawURL string) (*Store, error) {
 	if rawURL == "" {
-		rawURL = DefaultURL
+		rawURL = defaultURL
 	}
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok {

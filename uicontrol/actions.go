@@ -16,10 +16,10 @@ const (
 	// supports it; an Agent offers it when AgentOptions.Extensions lists
 	// it.
 	ExtensionAction = "uiap.action"
-	// ExtensionPolicy is the Policy Extension; "uicp.policy" is accepted
+	// extensionPolicy is the Policy Extension; "uicp.policy" is accepted
 	// as its alias (DESIGN §5). When it is selected the app's policy
 	// decisions travel in ext["uiap.policy"].
-	ExtensionPolicy = "uiap.policy"
+	extensionPolicy = "uiap.policy"
 )
 
 // The message types of the Action Runtime.

@@ -84,9 +84,9 @@ type Envelope struct {
 	Ext           map[string]json.RawMessage
 }
 
-// TimeFormat is the form of the ts field this package writes: ISO 8601
+// timeFormat is the form of the ts field this package writes: ISO 8601
 // in UTC at millisecond precision, as in the spec's examples.
-const TimeFormat = "2006-01-02T15:04:05.000Z"
+const timeFormat = "2006-01-02T15:04:05.000Z"
 
 // MarshalJSON writes the envelope with the spec's field names in the
 // spec's order, omitting absent optional fields; a nil Payload is written
@@ -115,7 +115,7 @@ func (e *Envelope) appendJSON(b []byte) ([]byte, error) {
 		b = appendJSONString(b, e.CorrelationID)
 	}
 	b = append(b, `,"ts":`...)
-	b = appendJSONString(b, e.TS.UTC().Format(TimeFormat))
+	b = appendJSONString(b, e.TS.UTC().Format(timeFormat))
 	b = append(b, `,"source":`...)
 	b = appendEndpointRef(b, &e.Source)
 	if e.Target != nil {

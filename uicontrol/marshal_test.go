@@ -33,7 +33,7 @@ func referenceMarshal(e *Envelope) ([]byte, error) {
 	}
 	return json.Marshal(referenceEnvelope{
 		UIAP: e.UIAP, Kind: e.Kind, Type: e.Type, ID: e.ID, SessionID: e.SessionID,
-		CorrelationID: e.CorrelationID, TS: e.TS.UTC().Format(TimeFormat), Source: e.Source,
+		CorrelationID: e.CorrelationID, TS: e.TS.UTC().Format(timeFormat), Source: e.Source,
 		Target: e.Target, Seq: e.Seq, Requires: e.Requires, Payload: p, Ext: e.Ext,
 	})
 }

@@ -76,7 +76,7 @@ type HandoffFunc func(ctx context.Context, s *AppSession, req *ActionRequest, re
 // data is flexible: a malformed entry is ignored.
 func policyExt(e *Envelope) *PolicyDecision {
 	for id, raw := range e.Ext {
-		if canonicalExtension(id) != ExtensionPolicy {
+		if canonicalExtension(id) != extensionPolicy {
 			continue
 		}
 		f := payloadFields(raw, "ext")
@@ -91,7 +91,7 @@ func policyExt(e *Envelope) *PolicyDecision {
 // policyExtFor returns the ext entry carrying d, spelled as the session
 // selected the policy extension, or nil when it is not selected.
 func policyExtFor(sel *selection, d PolicyDecision) map[string]json.RawMessage {
-	id, ok := sel.extensionID(ExtensionPolicy)
+	id, ok := sel.extensionID(extensionPolicy)
 	if !ok {
 		return nil
 	}

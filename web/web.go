@@ -79,9 +79,9 @@ type DemoOptions struct {
 	Logger *slog.Logger
 }
 
-// DemoScript is the default demo agent's script: it searches the store,
+// demoScript is the default demo agent's script: it searches the store,
 // adds two bags of espresso beans to the cart and checks out.
-func DemoScript(delay time.Duration) []scripted.Step {
+func demoScript(delay time.Duration) []scripted.Step {
 	call := func(name string, args map[string]any) scripted.Step {
 		return scripted.Step{Delay: delay, ToolCalls: []llm.ToolCall{{ToolName: name, Arguments: args}}}
 	}
@@ -144,7 +144,7 @@ func runDemo(ctx context.Context, t uicontrol.Transport, o *DemoOptions) error {
 	}
 	model := o.Model
 	if model.Provider == nil {
-		model = scripted.New(DemoScript(o.StepDelay)...).Ref()
+		model = scripted.New(demoScript(o.StepDelay)...).Ref()
 	}
 	shopper, err := agent.New(agent.Options{
 		LLMOptions: llm.LLMOptions{Model: model, System: "You are a shopping assistant driving a web store through its UI actions."},

@@ -25,8 +25,8 @@ import (
 
 // Limits of workflow files.
 const (
-	// MaxFileSize bounds a workflow file.
-	MaxFileSize = 4 << 20
+	// maxFileSize bounds a workflow file.
+	maxFileSize = 4 << 20
 	// maxValues bounds the values a file decodes to, aliases expanded,
 	// so that a small file cannot expand into a large document.
 	maxValues = 200_000
@@ -183,16 +183,16 @@ func LoadFile(path string) ([]*Workflow, error) {
 // Decoding is strict: unknown fields, duplicate keys, keys that are not
 // strings, custom tags, merge keys (<<) and values JSON cannot represent
 // (.nan, .inf) are errors. Aliases are expanded, but a file larger than
-// MaxFileSize, expanding to more than 200,000 values or 32 MiB of text, or
+// 4 << 20, expanding to more than 200,000 values or 32 MiB of text, or
 // nested deeper than 100 levels is rejected. Each workflow is then checked with
 // Workflow.Validate. Errors are *LoadError, joined.
 func Load(r io.Reader, name string) ([]*Workflow, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxFileSize {
-		return nil, &LoadError{File: name, Message: fmt.Sprintf("file is larger than %d MiB", MaxFileSize>>20)}
+	if len(data) > maxFileSize {
+		return nil, &LoadError{File: name, Message: fmt.Sprintf("file is larger than %d MiB", maxFileSize>>20)}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var out []*Workflow

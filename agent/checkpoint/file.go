@@ -18,8 +18,8 @@ import (
 	"github.com/agentry-dev/agentry/agent"
 )
 
-// DefaultDir is the directory File uses when given "" (UAP-1.1 §12.4).
-const DefaultDir = ".checkpoints"
+// defaultDir is the directory File uses when given "" (UAP-1.1 §12.4).
+const defaultDir = ".checkpoints"
 
 // The files of a session directory, as the reference implementation
 // names them.
@@ -60,11 +60,11 @@ type FileStore struct {
 }
 
 // File returns the store keeping checkpoints under dir ("" means
-// DefaultDir), creating the directory if needed and removing what an
+// ".checkpoints"), creating the directory if needed and removing what an
 // interrupted Delete left behind.
 func File(dir string) (*FileStore, error) {
 	if dir == "" {
-		dir = DefaultDir
+		dir = defaultDir
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

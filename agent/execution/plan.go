@@ -15,9 +15,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// DefaultPlanSchema is the schema plans are produced under: an object with
+// defaultPlanSchema is the schema plans are produced under: an object with
 // a "steps" array of {id, description, tool?, dependsOn}.
-var DefaultPlanSchema = llm.MustSchema(`{
+var defaultPlanSchema = llm.MustSchema(`{
   "type": "object",
   "properties": {
     "steps": {
@@ -37,8 +37,8 @@ var DefaultPlanSchema = llm.MustSchema(`{
   "required": ["steps"]
 }`)
 
-// DefaultPlanPrompt asks for a plan.
-const DefaultPlanPrompt = `Create an execution plan for the task above.
+// defaultPlanPrompt asks for a plan.
+const defaultPlanPrompt = `Create an execution plan for the task above.
 Break it into clear steps; name the tool each step uses, if any, and the steps it depends on (which must complete before it can start).
 Return the plan as a JSON object with a "steps" array; each step has "id", "description", "tool" (optional) and "dependsOn" (a list of step ids).`
 
@@ -53,11 +53,11 @@ type PlanOptions struct {
 	NoReplan bool
 	// MaxReplans caps replanning; 0 means no limit.
 	MaxReplans int
-	// PlanSchema is the plan's JSON Schema; nil uses DefaultPlanSchema. It
+	// PlanSchema is the plan's JSON Schema; nil uses the default plan schema (an object of steps). It
 	// must describe an object with a "steps" array of objects with at
 	// least "id" and "description".
 	PlanSchema llm.Schema
-	// PlanPrompt asks for the plan; empty uses DefaultPlanPrompt.
+	// PlanPrompt asks for the plan; empty uses a default prompt asking for a plan.
 	PlanPrompt string
 	// MaxConcurrency caps how many independent steps run at once; 0 means
 	// every ready step runs at once, 1 one at a time.
@@ -89,10 +89,10 @@ type PlanOptions struct {
 // plan instead of planning anew.
 func Plan(opts PlanOptions) (agent.ExecutionStrategy, error) {
 	if opts.PlanSchema == nil {
-		opts.PlanSchema = DefaultPlanSchema
+		opts.PlanSchema = defaultPlanSchema
 	}
 	if opts.PlanPrompt == "" {
-		opts.PlanPrompt = DefaultPlanPrompt
+		opts.PlanPrompt = defaultPlanPrompt
 	}
 	sch, err := compileSchema(opts.PlanSchema)
 	if err != nil {

@@ -38,11 +38,11 @@ type ContextWindowOptions struct {
 	DropFirstUserMessage bool
 }
 
-// EstimateTokens is the default token estimate of ContextWindow: a quarter
+// estimateTokens is the default token estimate of ContextWindow: a quarter
 // of the message's text length in bytes, tool call names and arguments
 // included, rounded up. Media blocks count nothing; pass an Estimate (or
 // a tokenizer) when they matter.
-func EstimateTokens(m llm.Message) int {
+func estimateTokens(m llm.Message) int {
 	n := len(m.Text())
 	if a, ok := m.(*llm.AssistantMessage); ok {
 		for _, c := range a.ToolCalls {
@@ -77,7 +77,7 @@ func EstimateTokens(m llm.Message) int {
 // listed before ContextWindow sees each step's state before it is pruned.
 func ContextWindow(opts ContextWindowOptions) agent.Middleware {
 	if opts.Estimate == nil {
-		opts.Estimate = EstimateTokens
+		opts.Estimate = estimateTokens
 	}
 	return &contextWindow{opts: opts}
 }

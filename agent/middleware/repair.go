@@ -18,15 +18,15 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 )
 
-// DefaultMaxRetries is ToolArgumentRepair's MaxRetries when it is 0.
-const DefaultMaxRetries = 2
+// defaultMaxRetries is ToolArgumentRepair's MaxRetries when it is 0.
+const defaultMaxRetries = 2
 
 // ToolArgumentRepairOptions configures ToolArgumentRepair.
 type ToolArgumentRepairOptions struct {
 	// MaxRetries is how many times in a row the model may call a tool
 	// again after its arguments were invalid: the run ends on the
 	// failure after that, the (MaxRetries+1)-th in a row. 0 means
-	// DefaultMaxRetries, since a model usually needs one or two tries to
+	// 2, since a model usually needs one or two tries to
 	// correct a call; a negative value allows none (the first invalid
 	// call ends the run), llm.Infinity removes the limit.
 	MaxRetries int
@@ -116,7 +116,7 @@ func (r *repair) Name() string { return "tool-argument-repair" }
 func (r *repair) maxRetries() int {
 	switch {
 	case r.opts.MaxRetries == 0:
-		return DefaultMaxRetries
+		return defaultMaxRetries
 	case r.opts.MaxRetries < 0:
 		return 0
 	}

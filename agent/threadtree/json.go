@@ -9,9 +9,9 @@ import (
 	"github.com/agentry-dev/agentry/internal/ids"
 )
 
-// MaxTreeJSON bounds the size FromJSON accepts. It equals
+// maxTreeJSON bounds the size FromJSON accepts. It equals
 // agent.MaxStateJSON: a tree Save can store fits in one state.
-const MaxTreeJSON = agent.MaxStateJSON
+const maxTreeJSON = agent.MaxStateJSON
 
 // treeJSON is ThreadTreeJSON, the TypeScript implementation's form.
 type treeJSON struct {
@@ -69,7 +69,7 @@ func (t *Tree) MarshalJSON() ([]byte, error) { return t.ToJSON() }
 
 // FromJSON decodes and validates ThreadTreeJSON, as ToJSON and the
 // TypeScript implementation write it. It rejects, with an error wrapping
-// ErrInvalidTree and naming the fault: more than MaxTreeJSON bytes,
+// ErrInvalidTree and naming the fault: more than agent.MaxStateJSON bytes,
 // unknown fields or trailing data, no nodes, an ID that is not a UUIDv4,
 // a duplicate node, missing children, a state agent.FromJSON rejects or
 // one carrying a saved tree (MetadataTree), a parent or child that does
@@ -81,8 +81,8 @@ func (t *Tree) MarshalJSON() ([]byte, error) { return t.ToJSON() }
 // TypeScript implementation sets it only on the states history() returns)
 // gets it set to its node's ID, and hence a new state ID.
 func FromJSON(data []byte) (*Tree, error) {
-	if len(data) > MaxTreeJSON {
-		return nil, fmt.Errorf("%w: exceeds %d bytes", ErrInvalidTree, MaxTreeJSON)
+	if len(data) > maxTreeJSON {
+		return nil, fmt.Errorf("%w: exceeds %d bytes", ErrInvalidTree, maxTreeJSON)
 	}
 	var j treeJSON
 	dec := json.NewDecoder(bytes.NewReader(data))

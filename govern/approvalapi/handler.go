@@ -20,10 +20,10 @@ import (
 	"github.com/agentry-dev/agentry/internal/strictjson"
 )
 
-// DefaultMaxBodyBytes bounds request bodies when Options.MaxBodyBytes is
+// defaultMaxBodyBytes bounds request bodies when Options.MaxBodyBytes is
 // 0: a decision is a few hundred bytes, a token at most
-// govern.MaxTokenSize.
-const DefaultMaxBodyBytes = 64 << 10
+// 8 KiB (govern refuses longer ones).
+const defaultMaxBodyBytes = 64 << 10
 
 // maxApproverLen bounds the approver a denial names.
 const maxApproverLen = 256
@@ -36,7 +36,7 @@ type Options struct {
 	// authenticates the approver a denial names.
 	BearerToken string
 	// MaxBodyBytes bounds request bodies (413 beyond); 0 means
-	// DefaultMaxBodyBytes.
+	// 64 << 10.
 	MaxBodyBytes int64
 	// Logger receives decisions and internal errors; nil is
 	// slog.Default().
@@ -75,7 +75,7 @@ type Options struct {
 func NewHandler(g *govern.Governor, opts Options) http.Handler {
 	h := &handler{g: g, opts: opts, log: opts.Logger}
 	if h.opts.MaxBodyBytes <= 0 {
-		h.opts.MaxBodyBytes = DefaultMaxBodyBytes
+		h.opts.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if h.log == nil {
 		h.log = slog.Default()

@@ -44,19 +44,19 @@ type Cursor interface {
 	Store(ctx context.Context, seq uint64) error
 }
 
-// Flusher is a journal that can make what was appended durable (the file
+// flusher is a journal that can make what was appended durable (the file
 // journal). The exporter flushes such a journal before exporting a batch,
 // so that no sink ever holds a record that a crash can take back.
-type Flusher interface {
+type flusher interface {
 	Flush(ctx context.Context) error
 }
 
 // Defaults of Options.
 const (
-	DefaultBatchSize    = 256
-	DefaultPollInterval = time.Second
-	DefaultMinBackoff   = 100 * time.Millisecond
-	DefaultMaxBackoff   = 30 * time.Second
+	defaultBatchSize    = 256
+	defaultPollInterval = time.Second
+	defaultMinBackoff   = 100 * time.Millisecond
+	defaultMaxBackoff   = 30 * time.Second
 )
 
 // Options configures an Exporter; nil or zero fields take the defaults.
@@ -98,16 +98,16 @@ func NewExporter(j govern.Journal, sink Sink, opts *Options) *Exporter {
 		e.opts = *opts
 	}
 	if e.opts.BatchSize <= 0 {
-		e.opts.BatchSize = DefaultBatchSize
+		e.opts.BatchSize = defaultBatchSize
 	}
 	if e.opts.PollInterval <= 0 {
-		e.opts.PollInterval = DefaultPollInterval
+		e.opts.PollInterval = defaultPollInterval
 	}
 	if e.opts.MinBackoff <= 0 {
-		e.opts.MinBackoff = DefaultMinBackoff
+		e.opts.MinBackoff = defaultMinBackoff
 	}
 	if e.opts.MaxBackoff < e.opts.MinBackoff {
-		e.opts.MaxBackoff = max(DefaultMaxBackoff, e.opts.MinBackoff)
+		e.opts.MaxBackoff = max(defaultMaxBackoff, e.opts.MinBackoff)
 	}
 	if e.opts.Logger == nil {
 		e.opts.Logger = slog.Default()
@@ -177,7 +177,7 @@ func (e *Exporter) ExportPending(ctx context.Context) (int, error) {
 		if err != nil || len(batch) == 0 {
 			return total, err
 		}
-		if f, ok := e.j.(Flusher); ok {
+		if f, ok := e.j.(flusher); ok {
 			if err := f.Flush(ctx); err != nil {
 				return total, fmt.Errorf("audit: flush the journal: %w", err)
 			}

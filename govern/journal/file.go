@@ -65,9 +65,9 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 )
 
-// DefaultFlushInterval bounds how long an append without sync stays
+// defaultFlushInterval bounds how long an append without sync stays
 // volatile when no synced append follows.
-const DefaultFlushInterval = 100 * time.Millisecond
+const defaultFlushInterval = 100 * time.Millisecond
 
 // Errors of a File.
 var (
@@ -75,7 +75,7 @@ var (
 	// journal open for writing.
 	ErrLocked = errors.New("journal: the file is locked by another writer (is another agentry process using it?)")
 	// ErrClosed: the File was closed.
-	ErrClosed = errors.New("journal: closed")
+	errClosed = errors.New("journal: closed")
 	// ErrReadOnly: the File was opened with Options.ReadOnly.
 	ErrReadOnly = errors.New("journal: opened read-only")
 )
@@ -99,7 +99,7 @@ type Options struct {
 	// was at Open.
 	ReadOnly bool
 	// FlushInterval is how often a background flush makes appends without
-	// sync durable; 0 means DefaultFlushInterval, a negative value no
+	// sync durable; 0 means 100 * time.Millisecond, a negative value no
 	// background flush.
 	FlushInterval time.Duration
 	// FaultHook, when set, is called at each fault point of the write
@@ -195,7 +195,7 @@ func Open(path string, opts Options) (*File, error) {
 	if !opts.ReadOnly {
 		interval := opts.FlushInterval
 		if interval == 0 {
-			interval = DefaultFlushInterval
+			interval = defaultFlushInterval
 		}
 		if interval > 0 {
 			f.stop, f.stopped = make(chan struct{}), make(chan struct{})
@@ -378,7 +378,7 @@ func (f *File) Append(ctx context.Context, sync bool, recs ...*govern.Record) er
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		return ErrClosed
+		return errClosed
 	}
 	if err := f.failure(); err != nil {
 		f.mu.Unlock()
@@ -583,7 +583,7 @@ func (f *File) lines(next int, buf *[]byte) ([][]byte, int, error) {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		return nil, 0, ErrClosed
+		return nil, 0, errClosed
 	}
 	n := len(f.offsets)
 	if next >= n {
@@ -627,7 +627,7 @@ func (f *File) readAt(start, stop int64, buf *[]byte) ([]byte, error) {
 		closed := f.closed
 		f.mu.Unlock()
 		if closed {
-			return nil, ErrClosed
+			return nil, errClosed
 		}
 		return nil, fmt.Errorf("journal: read %s: %w", f.path, err)
 	}
@@ -657,7 +657,7 @@ func (f *File) RunRecords(ctx context.Context, requestID string) ([]govern.Recor
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		return nil, ErrClosed
+		return nil, errClosed
 	}
 	idx := f.runs[requestID]
 	idx = idx[:len(idx):len(idx)] // appends to the index go elsewhere
@@ -686,7 +686,7 @@ func (f *File) lineAt(i int, buf *[]byte) ([]byte, int, error) {
 	f.mu.Lock()
 	if f.closed {
 		f.mu.Unlock()
-		return nil, 0, ErrClosed
+		return nil, 0, errClosed
 	}
 	start, stop := f.offsets[i], f.size
 	if i+1 < len(f.offsets) {

@@ -37,9 +37,9 @@ import (
 
 // The file names of the three schemas.
 const (
-	EnvelopeFile = "message-envelope.schema.json"
-	EvidenceFile = "evidence-object.schema.json"
-	ReportFile   = "verification-report.schema.json"
+	envelopeFile = "message-envelope.schema.json"
+	evidenceFile = "evidence-object.schema.json"
+	reportFile   = "verification-report.schema.json"
 )
 
 var (
@@ -84,9 +84,9 @@ var schemas = sync.OnceValue(func() compiled {
 		return c.MustCompile(id)
 	}
 	return compiled{
-		envelope: compile(EnvelopeFile, envelopeJSON),
-		evidence: compile(EvidenceFile, evidenceJSON),
-		report:   compile(ReportFile, reportJSON),
+		envelope: compile(envelopeFile, envelopeJSON),
+		evidence: compile(evidenceFile, evidenceJSON),
+		report:   compile(reportFile, reportJSON),
 	}
 })
 
@@ -95,11 +95,11 @@ type ValidationError struct {
 	// Schema is the file name of the schema, such as EnvelopeFile.
 	Schema string
 	// Failures lists every failing keyword, sorted by instance path.
-	Failures []Failure
+	Failures []failure
 }
 
-// Failure is one failing schema keyword.
-type Failure = schemafail.Failure
+// failure is one failing schema keyword.
+type failure = schemafail.Failure
 
 // Error returns "uaicp: does not match SCHEMA" followed by each
 // failure's instance path and message.
@@ -110,15 +110,15 @@ func (e *ValidationError) Error() string {
 // ValidateEnvelope validates the JSON text b against
 // message-envelope.schema.json. A mismatch is a *ValidationError; text
 // that is not one JSON value is another error.
-func ValidateEnvelope(b []byte) error { return validate(schemas().envelope, EnvelopeFile, b) }
+func ValidateEnvelope(b []byte) error { return validate(schemas().envelope, envelopeFile, b) }
 
 // ValidateEvidence validates the JSON text b against
 // evidence-object.schema.json, like ValidateEnvelope.
-func ValidateEvidence(b []byte) error { return validate(schemas().evidence, EvidenceFile, b) }
+func ValidateEvidence(b []byte) error { return validate(schemas().evidence, evidenceFile, b) }
 
 // ValidateReport validates the JSON text b against
 // verification-report.schema.json, like ValidateEnvelope.
-func ValidateReport(b []byte) error { return validate(schemas().report, ReportFile, b) }
+func ValidateReport(b []byte) error { return validate(schemas().report, reportFile, b) }
 
 // Validate encodes v, a govern.Envelope, govern.Evidence or govern.Report
 // (or a non-nil pointer to one), with encoding/json and validates the
@@ -128,26 +128,26 @@ func Validate(v any) error {
 	var file string
 	switch x := v.(type) {
 	case govern.Envelope:
-		sch, file = schemas().envelope, EnvelopeFile
+		sch, file = schemas().envelope, envelopeFile
 	case *govern.Envelope:
 		if x == nil {
 			return errors.New("uaicp: schema.Validate: nil *govern.Envelope")
 		}
-		sch, file = schemas().envelope, EnvelopeFile
+		sch, file = schemas().envelope, envelopeFile
 	case govern.Evidence:
-		sch, file = schemas().evidence, EvidenceFile
+		sch, file = schemas().evidence, evidenceFile
 	case *govern.Evidence:
 		if x == nil {
 			return errors.New("uaicp: schema.Validate: nil *govern.Evidence")
 		}
-		sch, file = schemas().evidence, EvidenceFile
+		sch, file = schemas().evidence, evidenceFile
 	case govern.Report:
-		sch, file = schemas().report, ReportFile
+		sch, file = schemas().report, reportFile
 	case *govern.Report:
 		if x == nil {
 			return errors.New("uaicp: schema.Validate: nil *govern.Report")
 		}
-		sch, file = schemas().report, ReportFile
+		sch, file = schemas().report, reportFile
 	default:
 		return fmt.Errorf("uaicp: schema.Validate: %T is not a govern.Envelope, govern.Evidence or govern.Report", v)
 	}

@@ -85,18 +85,18 @@ import (
 	"github.com/agentry-dev/agentry/llm/internal/wire"
 )
 
-// Name is the provider's name and metadata namespace.
-const Name = "anthropic"
+// name is the provider's name and metadata namespace.
+const name = "anthropic"
 
-// Version is the adapter's version.
-const Version = "0.1.0"
+// version is the adapter's version.
+const version = "0.1.0"
 
-// DefaultBaseURL is the Anthropic API address.
-const DefaultBaseURL = "https://api.anthropic.com"
+// defaultBaseURL is the Anthropic API address.
+const defaultBaseURL = "https://api.anthropic.com"
 
-// DefaultAPIVersion is the anthropic-version header sent unless
+// defaultAPIVersion is the anthropic-version header sent unless
 // ProviderConfig.APIVersion overrides it.
-const DefaultAPIVersion = "2023-06-01"
+const defaultAPIVersion = "2023-06-01"
 
 // StructuredOutputBeta is the beta flag the native beta method sends.
 const StructuredOutputBeta = "structured-outputs-2025-11-13"
@@ -150,15 +150,15 @@ var Provider llm.LLMProvider = provider{}
 
 type provider struct{}
 
-// Name returns "anthropic".
-func (provider) Name() string { return Name }
+// name returns "anthropic".
+func (provider) Name() string { return name }
 
-// Version returns the adapter version.
-func (provider) Version() string { return Version }
+// version returns the adapter version.
+func (provider) Version() string { return version }
 
 // LLMHandler binds a model; ref.Options may be nil, Options or *Options.
 func (provider) LLMHandler(ref llm.ModelReference) (llm.Handler, error) {
-	opts, err := wire.ModelOptions[Options](Name, ref.Options)
+	opts, err := wire.ModelOptions[Options](name, ref.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (provider) LLMHandler(ref llm.ModelReference) (llm.Handler, error) {
 		opts.StructuredOutput = StructuredOutputTool
 	case StructuredOutputTool, StructuredOutputNative, StructuredOutputNativeBeta:
 	default:
-		return nil, llm.NewError(llm.InvalidRequest, Name, fmt.Sprintf("unknown StructuredOutput method %q", opts.StructuredOutput), nil)
+		return nil, llm.NewError(llm.InvalidRequest, name, fmt.Sprintf("unknown StructuredOutput method %q", opts.StructuredOutput), nil)
 	}
 	opts.Betas = append([]string(nil), opts.Betas...)
 	return &handler{model: ref.ModelID, opts: opts}, nil
@@ -205,16 +205,16 @@ const messagesPath = "/v1/messages"
 func (h *handler) client(cfg llm.ProviderConfig, betas []string) *wire.Client {
 	version := cfg.APIVersion
 	if version == "" {
-		version = DefaultAPIVersion
+		version = defaultAPIVersion
 	}
 	headers := map[string]string{"anthropic-version": version}
 	if len(betas) > 0 {
 		headers["anthropic-beta"] = strings.Join(betas, ",")
 	}
 	c := &wire.Client{
-		Provider:       Name,
+		Provider:       name,
 		Config:         cfg,
-		DefaultBaseURL: DefaultBaseURL,
+		DefaultBaseURL: defaultBaseURL,
 		Authorize:      func(h http.Header, key string) { h.Set("x-api-key", key) },
 		Headers:        headers,
 		ParseError:     parseError,

@@ -39,7 +39,7 @@ func TestPlainReply(t *testing.T) {
 		"id": "msg_01XFDUDYJgAACzvnptvVoYEL", "model": "claude-sonnet-4-5-20250929",
 		"stop_reason": "end_turn", "stop_sequence": nil,
 	}
-	if diff := cmp.Diff(wantMD, turn.Response.Metadata.Provider(Name)); diff != "" {
+	if diff := cmp.Diff(wantMD, turn.Response.Metadata.Provider(name)); diff != "" {
 		t.Errorf("metadata (-want +got):\n%s", diff)
 	}
 
@@ -69,7 +69,7 @@ func TestToolRoundTrip(t *testing.T) {
 		Name:        "get_weather",
 		Description: "Current weather for a location.",
 		Parameters:  llm.MustSchema(`{"type":"object","properties":{"location":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["location"]}`),
-		Metadata:    map[string]any{Name: map[string]any{"cache_control": map[string]any{"type": "ephemeral"}, "name": "ignored"}},
+		Metadata:    map[string]any{name: map[string]any{"cache_control": map[string]any{"type": "ephemeral"}, "name": "ignored"}},
 		Run: func(_ context.Context, args map[string]any) (any, error) {
 			calls.Add(1)
 			if args["location"] != "Paris, France" {
@@ -404,7 +404,7 @@ func TestReasoningRoundTrip(t *testing.T) {
 			map[string]any{"type": "redacted_thinking", "redacted": true, "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"},
 		},
 	}
-	if diff := cmp.Diff(wantMD, first.Metadata.Provider(Name)); diff != "" {
+	if diff := cmp.Diff(wantMD, first.Metadata.Provider(name)); diff != "" {
 		t.Errorf("metadata (-want +got):\n%s", diff)
 	}
 	// The second request carries the thinking blocks back, signed, in order.
@@ -588,7 +588,7 @@ func TestErrorMapping(t *testing.T) {
 			m := newLLM(t, f, llm.LLMOptions{Config: llm.ProviderConfig{APIKey: llm.StaticKey("sk-ant-secret-key")}}, nil)
 			_, err := m.Generate(context.Background(), nil, llm.Text("Hi"))
 			e := asError(t, err)
-			if e.Code != tc.code || e.StatusCode != tc.status || e.Provider != Name {
+			if e.Code != tc.code || e.StatusCode != tc.status || e.Provider != name {
 				t.Errorf("got %s (HTTP %d, provider %q), want %s (HTTP %d)", e.Code, e.StatusCode, e.Provider, tc.code, tc.status)
 			}
 			if !strings.Contains(e.Message, "_error: ") && !strings.Contains(e.Message, "request_too_large: ") ||

@@ -87,11 +87,11 @@ func parseError(status int, body []byte) (string, llm.ErrorCode) {
 // with a 2xx status) to an *llm.Error; an unknown type is PROVIDER_ERROR.
 func eventError(e *apiError) *llm.Error {
 	if e == nil || (e.Type == "" && e.Message == "") {
-		return llm.NewError(llm.ProviderError, Name, "error event without details", nil)
+		return llm.NewError(llm.ProviderError, name, "error event without details", nil)
 	}
 	code := errorCode(e)
 	if code == "" {
 		code = llm.ProviderError
 	}
-	return llm.NewError(code, Name, e.text(), nil)
+	return llm.NewError(code, name, e.text(), nil)
 }

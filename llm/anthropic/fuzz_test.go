@@ -31,7 +31,7 @@ func addSeeds(f *testing.F, pattern string) {
 func requireError(t *testing.T, err error) {
 	t.Helper()
 	var e *llm.Error
-	if !errors.As(err, &e) || e.Provider != Name {
+	if !errors.As(err, &e) || e.Provider != name {
 		t.Fatalf("error %v (%T) is not an anthropic *llm.Error", err, err)
 	}
 }

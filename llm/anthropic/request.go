@@ -33,7 +33,7 @@ type builtRequest struct {
 }
 
 func invalid(format string, args ...any) *llm.Error {
-	return llm.NewError(llm.InvalidRequest, Name, fmt.Sprintf(format, args...), nil)
+	return llm.NewError(llm.InvalidRequest, name, fmt.Sprintf(format, args...), nil)
 }
 
 // buildRequest turns req into a Messages API body: a shallow copy of the
@@ -128,7 +128,7 @@ func buildRequest(model string, req *llm.Request, opts Options, stream bool) (*b
 
 func convertTool(t llm.Tool) map[string]any {
 	obj := map[string]any{}
-	if md, ok := t.Metadata[Name].(map[string]any); ok {
+	if md, ok := t.Metadata[name].(map[string]any); ok {
 		for k, v := range md {
 			obj[k] = v
 		}
@@ -311,7 +311,7 @@ func documentBlock(b llm.DocumentBlock) (map[string]any, *llm.Error) {
 // reasoningData returns the Anthropic data of an assistant message's
 // reasoning blocks, in order.
 func reasoningData(md llm.Metadata) []map[string]any {
-	list, _ := md.Provider(Name)["reasoning"].([]any)
+	list, _ := md.Provider(name)["reasoning"].([]any)
 	out := make([]map[string]any, 0, len(list))
 	for _, x := range list {
 		m, _ := x.(map[string]any)

@@ -81,7 +81,7 @@ func (u apiUsage) tokens() llm.TokenUsage {
 }
 
 func invalidResponse(msg string, cause error) *llm.Error {
-	return llm.NewError(llm.InvalidResponse, Name, msg, cause)
+	return llm.NewError(llm.InvalidResponse, name, msg, cause)
 }
 
 // decodeResponse decodes a Messages API response body.
@@ -212,7 +212,7 @@ func toResponse(m *apiMessage, mode outputMode) (*llm.Response, error) {
 		md["reasoning"] = reasoning
 	}
 	msg := llm.NewAssistantMessage(content, calls)
-	msg.Metadata = msg.Metadata.With(Name, md)
+	msg.Metadata = msg.Metadata.With(name, md)
 	resp := &llm.Response{Message: msg, Usage: m.Usage.tokens(), StopReason: stop}
 	if haveData {
 		resp.Data = data

@@ -63,7 +63,7 @@ func TestStreamThinkingEvents(t *testing.T) {
 	if diff := cmp.Diff(want, evs); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	md := resp.Message.Metadata.Provider(Name)
+	md := resp.Message.Metadata.Provider(name)
 	sig := md["reasoning"].([]any)[0].(map[string]any)["signature"]
 	if sig != "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds" {
 		t.Errorf("accumulated signature = %v", sig)

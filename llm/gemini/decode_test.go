@@ -139,7 +139,7 @@ func TestDecodeResponse_Parts(t *testing.T) {
 		"partOrder":         []any{"c0", "t0", "c1", "c2", "t1"},
 		"unsupportedParts":  []any{map[string]any{"executableCode": map[string]any{"language": "PYTHON", "code": "print(1)"}}},
 	}
-	if diff := cmp.Diff(wantMeta, msg.Metadata.Provider(Name)); diff != "" {
+	if diff := cmp.Diff(wantMeta, msg.Metadata.Provider(name)); diff != "" {
 		t.Errorf("metadata (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff(llm.TokenUsage{InputTokens: 5, OutputTokens: 4, TotalTokens: 9, CacheReadTokens: 1}, resp.Usage); diff != "" {
@@ -187,7 +187,7 @@ func TestOrder(t *testing.T) {
 // ids back.
 func TestMetadataAfterJSON(t *testing.T) {
 	msg := llm.NewAssistantMessage(nil, []llm.ToolCall{{ToolCallID: "fc-1", ToolName: "f", Arguments: map[string]any{}}})
-	msg.Metadata = llm.Metadata{Name: map[string]any{
+	msg.Metadata = llm.Metadata{name: map[string]any{
 		"thoughtSignatures": map[string]string{"t0": "s"},
 		"functionCallIds":   map[string]any{"t0": "fc-1"},
 		"partOrder":         []string{"t0"},

@@ -156,5 +156,5 @@ func streamError(e *apiError) *llm.Error {
 	if code == "" {
 		code = llm.ProviderError
 	}
-	return llm.NewError(code, Name, e.message(), nil)
+	return llm.NewError(code, name, e.message(), nil)
 }

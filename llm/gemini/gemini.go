@@ -10,12 +10,12 @@ import (
 	"github.com/agentry-dev/agentry/llm/internal/wire"
 )
 
-// Name is the provider name and the metadata namespace.
-const Name = "gemini"
+// name is the provider name and the metadata namespace.
+const name = "gemini"
 
-// DefaultBaseURL is the Gemini API address used when
+// defaultBaseURL is the Gemini API address used when
 // ProviderConfig.BaseURL is empty.
-const DefaultBaseURL = "https://generativelanguage.googleapis.com/v1beta"
+const defaultBaseURL = "https://generativelanguage.googleapis.com/v1beta"
 
 const version = "1.0.0"
 
@@ -46,14 +46,14 @@ func Model(id string, opts *Options) llm.ModelReference {
 
 type provider struct{}
 
-func (provider) Name() string    { return Name }
+func (provider) Name() string    { return name }
 func (provider) Version() string { return version }
 
 func (provider) LLMHandler(ref llm.ModelReference) (llm.Handler, error) {
 	switch ref.Options.(type) {
 	case nil, Options, *Options:
 	default:
-		return nil, llm.NewError(llm.InvalidRequest, Name, "model reference options must be gemini.Options", nil)
+		return nil, llm.NewError(llm.InvalidRequest, name, "model reference options must be gemini.Options", nil)
 	}
 	return handler{}, nil
 }
@@ -69,16 +69,16 @@ func (handler) Capabilities() llm.LLMCapabilities {
 
 func newClient(cfg llm.ProviderConfig) *wire.Client {
 	c := &wire.Client{
-		Provider:       Name,
+		Provider:       name,
 		Config:         cfg,
-		DefaultBaseURL: DefaultBaseURL,
+		DefaultBaseURL: defaultBaseURL,
 		EnvKeys:        envKeys,
 		Authorize:      func(h http.Header, key string) { h.Set("x-goog-api-key", key) },
 		ParseError:     parseError,
 		RetryDelay:     retryDelay,
 	}
 	if !strings.Contains(c.URL(""), "/v1") {
-		c.BaseURLHint = "the Gemini base URL includes the API version (e.g. " + DefaultBaseURL + ")"
+		c.BaseURLHint = "the Gemini base URL includes the API version (e.g. " + defaultBaseURL + ")"
 	}
 	return c
 }
@@ -87,7 +87,7 @@ func newClient(cfg llm.ProviderConfig) *wire.Client {
 // unless id is already a resource name.
 func modelPath(id string) (string, error) {
 	if strings.TrimSpace(id) == "" {
-		return "", llm.NewError(llm.InvalidRequest, Name, "no model id", nil)
+		return "", llm.NewError(llm.InvalidRequest, name, "no model id", nil)
 	}
 	segs := strings.Split(id, "/")
 	if len(segs) == 1 {
@@ -95,7 +95,7 @@ func modelPath(id string) (string, error) {
 	}
 	for i, s := range segs {
 		if s == "" || s == "." || s == ".." {
-			return "", llm.NewError(llm.InvalidRequest, Name, "invalid model id "+id, nil)
+			return "", llm.NewError(llm.InvalidRequest, name, "invalid model id "+id, nil)
 		}
 		segs[i] = url.PathEscape(s)
 	}

@@ -34,7 +34,7 @@ func TestGenerate_PlainReply(t *testing.T) {
 	if !ids.Valid(turn.Response.ID) {
 		t.Errorf("response id %q is not a UUIDv4", turn.Response.ID)
 	}
-	wantMeta := llm.Metadata{Name: map[string]any{
+	wantMeta := llm.Metadata{name: map[string]any{
 		"responseId": "mT1ZaOv7Ne2rnvgP1pTCyAo", "modelVersion": "gemini-2.5-flash", "finishReason": "STOP",
 	}}
 	if diff := cmp.Diff(wantMeta, turn.Response.Metadata); diff != "" {
@@ -120,7 +120,7 @@ func TestGenerate_ParallelToolRoundTrip(t *testing.T) {
 		"responseId": "Zn5ZaK2bB8qQ1dkP-tools", "modelVersion": "gemini-3-flash-preview", "finishReason": "STOP",
 		"thoughtSignatures": map[string]any{"t0": "CiQBVKhc7mPZ0Zx0A1B2C3D4E5F6"},
 	}
-	if diff := cmp.Diff(wantMeta, asked.Metadata.Provider(Name)); diff != "" {
+	if diff := cmp.Diff(wantMeta, asked.Metadata.Provider(name)); diff != "" {
 		t.Errorf("metadata (-want +got):\n%s", diff)
 	}
 	wantUsage := llm.TokenUsage{InputTokens: 310, OutputTokens: 110, TotalTokens: 420,
@@ -210,7 +210,7 @@ func TestStream_ToolCallDeltas(t *testing.T) {
 		"thoughtSignatures": map[string]any{"t0": "CiQBVKhc7sig"},
 		"functionCallIds":   map[string]any{"t0": "fc-weather-1", "t1": "fc-time-2"},
 	}
-	if diff := cmp.Diff(wantMeta, asked.Metadata.Provider(Name)); diff != "" {
+	if diff := cmp.Diff(wantMeta, asked.Metadata.Provider(name)); diff != "" {
 		t.Errorf("metadata (-want +got):\n%s", diff)
 	}
 	req := f.request(0)
@@ -294,7 +294,7 @@ func TestReasoning(t *testing.T) {
 		if diff := cmp.Diff(wantContent, turn.Response.Content); diff != "" {
 			t.Errorf("content (-want +got):\n%s", diff)
 		}
-		if got := turn.Response.Metadata.Provider(Name)["thoughtSignatures"]; !cmp.Equal(got, map[string]any{"c1": "Cs8BAdHtim9fX2Yh2x0Q"}) {
+		if got := turn.Response.Metadata.Provider(name)["thoughtSignatures"]; !cmp.Equal(got, map[string]any{"c1": "Cs8BAdHtim9fX2Yh2x0Q"}) {
 			t.Errorf("thoughtSignatures = %v", got)
 		}
 		if u := turn.Usage; u.OutputTokens != 143 {
@@ -332,7 +332,7 @@ func TestReasoning(t *testing.T) {
 			t.Errorf("reasoning %q, text %q", turn.Response.Reasoning(), turn.Text())
 		}
 		// The signature of the final empty part belongs to the text block.
-		if got := turn.Response.Metadata.Provider(Name)["thoughtSignatures"]; !cmp.Equal(got, map[string]any{"c1": "Cs8BAdHtim9fX2Yh2x0Q"}) {
+		if got := turn.Response.Metadata.Provider(name)["thoughtSignatures"]; !cmp.Equal(got, map[string]any{"c1": "Cs8BAdHtim9fX2Yh2x0Q"}) {
 			t.Errorf("thoughtSignatures = %v", got)
 		}
 	})
@@ -433,7 +433,7 @@ func TestErrorStatus(t *testing.T) {
 			f := newFakeServer(t, rep)
 			_, err := newLLM(t, llm.LLMOptions{Config: f.config()}).Generate(testCtx(t), nil, llm.Text("Hi"))
 			e := errorCode(t, err)
-			if e.Code != c.code || e.StatusCode != c.status || e.RetryAfter != c.wantAfter || e.Provider != Name {
+			if e.Code != c.code || e.StatusCode != c.status || e.RetryAfter != c.wantAfter || e.Provider != name {
 				t.Errorf("error = %+v, want %s, HTTP %d, RetryAfter %v", e, c.code, c.status, c.wantAfter)
 			}
 			if !strings.Contains(e.Error(), c.message) {

@@ -60,7 +60,7 @@ type functionDeclaration struct {
 func textPart(s string) part { return part{Text: &s} }
 
 func invalid(format string, args ...any) *llm.Error {
-	return llm.NewError(llm.InvalidRequest, Name, fmt.Sprintf(format, args...), nil)
+	return llm.NewError(llm.InvalidRequest, name, fmt.Sprintf(format, args...), nil)
 }
 
 // buildBody returns the JSON body of a generateContent request: a shallow
@@ -287,7 +287,7 @@ func sniff(data []byte) string {
 }
 
 func modelContent(m *llm.AssistantMessage, calls map[string]callRef) (content, error) {
-	meta := readMeta(m.Metadata.Provider(Name))
+	meta := readMeta(m.Metadata.Provider(name))
 	var parts []part
 	for _, key := range meta.order(len(m.Content), len(m.ToolCalls)) {
 		var p part

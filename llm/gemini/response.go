@@ -57,14 +57,14 @@ var filterReasons = map[string]bool{
 }
 
 func invalidResponse(format string, args ...any) *llm.Error {
-	return llm.NewError(llm.InvalidResponse, Name, fmt.Sprintf(format, args...), nil)
+	return llm.NewError(llm.InvalidResponse, name, fmt.Sprintf(format, args...), nil)
 }
 
 // decodeResponse decodes a generateContent response body.
 func decodeResponse(data []byte, structured bool) (*llm.Response, error) {
 	var r generateResponse
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, llm.NewError(llm.InvalidResponse, Name, "malformed response JSON", err)
+		return nil, llm.NewError(llm.InvalidResponse, name, "malformed response JSON", err)
 	}
 	a := &assembler{structured: structured}
 	if err := a.add(&r); err != nil {
@@ -185,7 +185,7 @@ func (a *assembler) closeOpen() {
 func (a *assembler) addPart(raw json.RawMessage) error {
 	var p part
 	if err := json.Unmarshal(raw, &p); err != nil {
-		return llm.NewError(llm.InvalidResponse, Name, "malformed content part", err)
+		return llm.NewError(llm.InvalidResponse, name, "malformed content part", err)
 	}
 	switch {
 	case p.FunctionCall != nil:
@@ -267,7 +267,7 @@ func (a *assembler) addMedia(b *blob, sig string, raw json.RawMessage) error {
 	}
 	data, err := base64.StdEncoding.DecodeString(b.Data)
 	if err != nil {
-		return llm.NewError(llm.InvalidResponse, Name, "inline data is not valid base64", err)
+		return llm.NewError(llm.InvalidResponse, name, "inline data is not valid base64", err)
 	}
 	a.closeOpen()
 	it := a.newItem(kind)
@@ -293,7 +293,7 @@ func (a *assembler) addCall(fc *functionCall, sig string) error {
 		call.Arguments = map[string]any{}
 	case args[0] == '{':
 		if err := json.Unmarshal(args, &call.Arguments); err != nil {
-			return llm.NewError(llm.InvalidResponse, Name, "malformed function call arguments", err)
+			return llm.NewError(llm.InvalidResponse, name, "malformed function call arguments", err)
 		}
 	default:
 		call.RawArguments = string(args)
@@ -320,7 +320,7 @@ func (a *assembler) finish() (*llm.Response, error) {
 			if a.blockMessage != "" {
 				msg += ": " + a.blockMessage
 			}
-			return nil, llm.NewError(llm.ContentFiltered, Name, msg, nil)
+			return nil, llm.NewError(llm.ContentFiltered, name, msg, nil)
 		}
 		if !a.sawCandidate {
 			return nil, invalidResponse("response has no candidates")
@@ -330,7 +330,7 @@ func (a *assembler) finish() (*llm.Response, error) {
 			if a.finishMessage != "" {
 				msg += ": " + a.finishMessage
 			}
-			return nil, llm.NewError(llm.ContentFiltered, Name, msg, nil)
+			return nil, llm.NewError(llm.ContentFiltered, name, msg, nil)
 		}
 	}
 
@@ -396,7 +396,7 @@ func (a *assembler) finish() (*llm.Response, error) {
 	}
 
 	msg := llm.NewAssistantMessage(blocks, a.calls)
-	msg.Metadata = llm.Metadata{Name: meta}
+	msg.Metadata = llm.Metadata{name: meta}
 	resp := &llm.Response{Message: msg, StopReason: a.finishReason, Usage: a.tokenUsage()}
 	if a.structured {
 		var v any

@@ -23,7 +23,7 @@ func decodeStream(r io.Reader, structured bool, emit func(llm.StreamEvent)) (*ll
 			break
 		}
 		if errors.Is(err, sse.ErrTooLarge) {
-			return nil, llm.NewError(llm.InvalidResponse, Name, "stream event too large", err)
+			return nil, llm.NewError(llm.InvalidResponse, name, "stream event too large", err)
 		}
 		if err != nil {
 			return nil, err
@@ -34,7 +34,7 @@ func decodeStream(r io.Reader, structured bool, emit func(llm.StreamEvent)) (*ll
 		}
 		var chunk generateResponse
 		if err := json.Unmarshal(data, &chunk); err != nil {
-			return nil, llm.NewError(llm.InvalidResponse, Name, "malformed stream event", err)
+			return nil, llm.NewError(llm.InvalidResponse, name, "malformed stream event", err)
 		}
 		if err := a.add(&chunk); err != nil {
 			return nil, err

@@ -46,7 +46,7 @@ type replyToolCall struct {
 }
 
 func invalidResponse(msg string, cause error) *llm.Error {
-	return llm.NewError(llm.InvalidResponse, Name, msg, cause)
+	return llm.NewError(llm.InvalidResponse, name, msg, cause)
 }
 
 // decodeResponse decodes a non-streamed chat reply. structured makes the
@@ -85,7 +85,7 @@ func decodeResponse(data []byte, structured bool) (*llm.Response, error) {
 // final fields.
 func finish(r *chatResponse, blocks []llm.ContentBlock, calls []llm.ToolCall, content string, structured bool) *llm.Response {
 	msg := llm.NewAssistantMessage(blocks, calls)
-	msg.Metadata = llm.Metadata{Name: metadata(r)}
+	msg.Metadata = llm.Metadata{name: metadata(r)}
 	resp := &llm.Response{
 		Message:    msg,
 		StopReason: r.DoneReason,
@@ -292,7 +292,7 @@ func streamError(msg string) *llm.Error {
 	if msg == "" {
 		msg = "Ollama reported an error without a message"
 	}
-	return llm.NewError(code, Name, msg, nil)
+	return llm.NewError(code, name, msg, nil)
 }
 
 // parseError reads Ollama's error body, {"error": "…"}, and refines the

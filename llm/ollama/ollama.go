@@ -74,15 +74,15 @@ import (
 	"github.com/agentry-dev/agentry/llm/internal/wire"
 )
 
-// Name is the provider's name and its metadata namespace.
-const Name = "ollama"
+// name is the provider's name and its metadata namespace.
+const name = "ollama"
 
-// Version is the adapter version.
-const Version = "1.0.0"
+// version is the adapter version.
+const version = "1.0.0"
 
-// DefaultBaseURL is the address used when neither ProviderConfig.BaseURL
+// defaultBaseURL is the address used when neither ProviderConfig.BaseURL
 // nor OLLAMA_HOST is set.
-const DefaultBaseURL = "http://localhost:11434"
+const defaultBaseURL = "http://localhost:11434"
 
 // chatPath is the native chat endpoint.
 const chatPath = "/api/chat"
@@ -105,19 +105,19 @@ var Provider llm.LLMProvider = provider{}
 
 type provider struct{}
 
-func (provider) Name() string    { return Name }
-func (provider) Version() string { return Version }
+func (provider) Name() string    { return name }
+func (provider) Version() string { return version }
 
 // LLMHandler binds a model. It fails with INVALID_REQUEST when the
 // reference has no model ID or carries options of another type.
 func (provider) LLMHandler(ref llm.ModelReference) (llm.Handler, error) {
 	if ref.ModelID == "" {
-		return nil, llm.NewError(llm.InvalidRequest, Name, "model ID is empty", nil)
+		return nil, llm.NewError(llm.InvalidRequest, name, "model ID is empty", nil)
 	}
 	switch ref.Options.(type) {
 	case nil, *Options, Options:
 	default:
-		return nil, llm.NewError(llm.InvalidRequest, Name, fmt.Sprintf("model options must be *ollama.Options, not %T", ref.Options), nil)
+		return nil, llm.NewError(llm.InvalidRequest, name, fmt.Sprintf("model options must be *ollama.Options, not %T", ref.Options), nil)
 	}
 	return handler{}, nil
 }
@@ -185,7 +185,7 @@ func (handler) Stream(ctx context.Context, req *llm.Request, emit func(llm.Strea
 
 func newClient(cfg llm.ProviderConfig) *wire.Client {
 	c := &wire.Client{
-		Provider:       Name,
+		Provider:       name,
 		Config:         cfg,
 		DefaultBaseURL: baseURLFromEnv(),
 		// Only the environment key is optional: a configured strategy
@@ -196,18 +196,18 @@ func newClient(cfg llm.ProviderConfig) *wire.Client {
 		ParseError:   parseError,
 	}
 	if base := strings.TrimRight(c.URL(""), "/"); strings.HasSuffix(base, "/v1") || strings.HasSuffix(base, "/api") {
-		c.BaseURLHint = "the Ollama base URL is the server's root (e.g. " + DefaultBaseURL + "): /api/chat is added to it"
+		c.BaseURLHint = "the Ollama base URL is the server's root (e.g. " + defaultBaseURL + "): /api/chat is added to it"
 	}
 	return c
 }
 
 // baseURLFromEnv is the default server address: OLLAMA_HOST, normalised,
-// else DefaultBaseURL.
+// else http://localhost:11434.
 func baseURLFromEnv() string {
 	if h := normalizeHost(os.Getenv("OLLAMA_HOST")); h != "" {
 		return h
 	}
-	return DefaultBaseURL
+	return defaultBaseURL
 }
 
 // explain rewrites a refused connection, the usual sign that Ollama is not

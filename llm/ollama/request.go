@@ -75,7 +75,7 @@ func convertTools(tools []llm.Tool) []wireTool {
 }
 
 func invalid(format string, args ...any) *llm.Error {
-	return llm.NewError(llm.InvalidRequest, Name, fmt.Sprintf(format, args...), nil)
+	return llm.NewError(llm.InvalidRequest, name, fmt.Sprintf(format, args...), nil)
 }
 
 // convertMessages maps the conversation to Ollama messages.

@@ -10,8 +10,8 @@ import (
 	"github.com/agentry-dev/agentry/llm/internal/wire"
 )
 
-// DefaultBaseURL is OpenAI's API address.
-const DefaultBaseURL = "https://api.openai.com/v1"
+// defaultBaseURL is OpenAI's API address.
+const defaultBaseURL = "https://api.openai.com/v1"
 
 // API names one of the two OpenAI APIs.
 type API string
@@ -55,7 +55,7 @@ type Provider struct {
 
 // OpenAI is the provider for OpenAI's API; its key comes from
 // OPENAI_API_KEY unless ProviderConfig.APIKey is set.
-var OpenAI = &Provider{name: "openai", baseURL: DefaultBaseURL, defaultAPI: Responses}
+var OpenAI = &Provider{name: "openai", baseURL: defaultBaseURL, defaultAPI: Responses}
 
 // Model returns a reference to an OpenAI model. nil opts means defaults
 // (the Responses API).

@@ -12,8 +12,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// MaxScriptSize bounds a script file.
-const MaxScriptSize = 16 << 20
+// maxScriptSize bounds a script file.
+const maxScriptSize = 16 << 20
 
 // fileScript is the script file format (YAML, or JSON, which is YAML):
 //
@@ -61,12 +61,12 @@ type fileUsage struct {
 // Load reads a script (the format is documented on LoadFile) and returns a
 // model that plays it.
 func Load(r io.Reader) (*Model, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxScriptSize+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxScriptSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("scripted: %w", err)
 	}
-	if len(data) > MaxScriptSize {
-		return nil, fmt.Errorf("scripted: script exceeds %d bytes", MaxScriptSize)
+	if len(data) > maxScriptSize {
+		return nil, fmt.Errorf("scripted: script exceeds %d bytes", maxScriptSize)
 	}
 	var f fileScript
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -135,7 +135,7 @@ func (fs fileStep) step() (Step, error) {
 		if !known {
 			return Step{}, fmt.Errorf("error.code %q is not a UPP error code", fs.Error.Code)
 		}
-		s.Err = llm.NewError(code, ProviderName, fs.Error.Message, nil)
+		s.Err = llm.NewError(code, providerName, fs.Error.Message, nil)
 	}
 	var err error
 	if s.Delay, err = duration(fs.Delay); err != nil {

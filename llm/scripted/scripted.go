@@ -25,8 +25,8 @@ import (
 	"github.com/agentry-dev/agentry/llm"
 )
 
-// ProviderName is the name scripted models report as their provider.
-const ProviderName = "scripted"
+// providerName is the name scripted models report as their provider.
+const providerName = "scripted"
 
 // Step is one scripted reply.
 type Step struct {
@@ -121,7 +121,7 @@ func (m *Model) Ref() llm.ModelReference {
 }
 
 // Name implements llm.Provider.
-func (m *Model) Name() string { return ProviderName }
+func (m *Model) Name() string { return providerName }
 
 // Version implements llm.Provider.
 func (m *Model) Version() string { return "1.0.0" }
@@ -194,7 +194,7 @@ func (m *Model) next(ctx context.Context, req *llm.Request, stream bool) (Step, 
 	}
 	if len(m.steps) == 0 {
 		m.mu.Unlock()
-		err := llm.NewError(llm.InvalidRequest, ProviderName, fmt.Sprintf("unexpected call %d: the script has no steps left", n), nil)
+		err := llm.NewError(llm.InvalidRequest, providerName, fmt.Sprintf("unexpected call %d: the script has no steps left", n), nil)
 		if m.t != nil {
 			m.t.Helper()
 			m.t.Errorf("scripted model: %v", err)
@@ -211,13 +211,13 @@ func (m *Model) next(ctx context.Context, req *llm.Request, stream bool) (Step, 
 func (m *Model) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
 	s, err := m.next(ctx, req, false)
 	if err != nil {
-		return nil, llm.AsError(err, ProviderName, llm.ProviderError)
+		return nil, llm.AsError(err, providerName, llm.ProviderError)
 	}
 	if err := wait(ctx, s.Delay); err != nil {
 		return nil, err
 	}
 	if s.Err != nil {
-		return nil, llm.AsError(s.Err, ProviderName, llm.ProviderError)
+		return nil, llm.AsError(s.Err, providerName, llm.ProviderError)
 	}
 	return m.response(req, &s)
 }
@@ -226,7 +226,7 @@ func (m *Model) Complete(ctx context.Context, req *llm.Request) (*llm.Response, 
 func (m *Model) Stream(ctx context.Context, req *llm.Request, emit func(llm.StreamEvent)) (*llm.Response, error) {
 	s, err := m.next(ctx, req, true)
 	if err != nil {
-		return nil, llm.AsError(err, ProviderName, llm.ProviderError)
+		return nil, llm.AsError(err, providerName, llm.ProviderError)
 	}
 	if err := wait(ctx, s.Delay); err != nil {
 		return nil, err
@@ -286,7 +286,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request, emit func(llm.Stre
 		index++
 	}
 	if s.Err != nil {
-		return nil, llm.AsError(s.Err, ProviderName, llm.ProviderError)
+		return nil, llm.AsError(s.Err, providerName, llm.ProviderError)
 	}
 	emit(llm.StreamEvent{Type: llm.MessageStop})
 	return resp, nil
@@ -301,7 +301,7 @@ func (m *Model) response(req *llm.Request, s *Step) (*llm.Response, error) {
 	if text == "" && s.Data != nil {
 		b, err := json.Marshal(s.Data)
 		if err != nil {
-			return nil, llm.NewError(llm.InvalidRequest, ProviderName, "step data is not JSON", err)
+			return nil, llm.NewError(llm.InvalidRequest, providerName, "step data is not JSON", err)
 		}
 		text = string(b)
 	}
@@ -328,7 +328,7 @@ func (m *Model) response(req *llm.Request, s *Step) (*llm.Response, error) {
 			stop = "tool_use"
 		}
 	}
-	msg.Metadata = llm.Metadata{ProviderName: map[string]any{"stop_reason": stop}}
+	msg.Metadata = llm.Metadata{providerName: map[string]any{"stop_reason": stop}}
 	usage := s.Usage
 	if usage.InputTokens == 0 && usage.OutputTokens == 0 && usage.CacheReadTokens == 0 && usage.CacheWriteTokens == 0 {
 		usage = estimate(req, text+s.Reasoning)
@@ -384,7 +384,7 @@ func splitRunes(s string, n int) []string {
 func wait(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		if err := ctx.Err(); err != nil {
-			return llm.AsError(err, ProviderName, llm.Cancelled)
+			return llm.AsError(err, providerName, llm.Cancelled)
 		}
 		return nil
 	}
@@ -394,6 +394,6 @@ func wait(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return llm.AsError(ctx.Err(), ProviderName, llm.Cancelled)
+		return llm.AsError(ctx.Err(), providerName, llm.Cancelled)
 	}
 }

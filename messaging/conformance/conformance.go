@@ -2,7 +2,7 @@
 // Universal Agent Messaging Protocol, UAMP 1.0 (uamp.dev), ours
 // or anyone else's: Run talks to a server over the network only —
 // HTTP/2 + SSE, WebSocket, raw TLS — and returns a Report with one
-// Result per check, each named after the spec section it tests.
+// result per check, each named after the spec section it tests.
 //
 // The server must serve an echo agent (the request's body.content
 // streamed back as chunk deltas {"content": …}, then done; agentry
@@ -66,9 +66,9 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Result is the outcome of one check: conformance.Result, the type the
+// result is the outcome of one check: conformance.Result, the type the
 // three conformance kits share.
-type Result = conformance.Result
+type result = conformance.Result
 
 // Report is the outcome of Run.
 type Report struct {
@@ -87,8 +87,8 @@ func (r *Report) Failed() int { return r.Results.Failed() }
 // Skipped counts the checks that could not run.
 func (r *Report) Skipped() int { return r.Results.Skipped() }
 
-// Result returns the result of the check with the given name.
-func (r *Report) Result(name string) (Result, bool) { return r.Results.Find(name) }
+// result returns the result of the check with the given name.
+func (r *Report) Result(name string) (result, bool) { return r.Results.Find(name) }
 
 // The spec clauses the checks are named after.
 const (

@@ -37,18 +37,18 @@ type runner struct {
 	seqProblems []string // what those streams did wrong
 }
 
-func (r *runner) add(res Result) { r.report.Results = append(r.report.Results, res) }
+func (r *runner) add(res result) { r.report.Results = append(r.report.Results, res) }
 
 func (r *runner) pass(name, clause, want string) {
-	r.add(Result{Name: name, Clause: clause, Passed: true, Expectation: want})
+	r.add(result{Name: name, Clause: clause, Passed: true, Expectation: want})
 }
 
 func (r *runner) fail(name, clause, want, got string) {
-	r.add(Result{Name: name, Clause: clause, Expectation: want, Got: got})
+	r.add(result{Name: name, Clause: clause, Expectation: want, Got: got})
 }
 
 func (r *runner) skip(name, clause, want, why string) {
-	r.add(Result{Name: name, Clause: clause, Skipped: true, Expectation: want, Got: why})
+	r.add(result{Name: name, Clause: clause, Skipped: true, Expectation: want, Got: why})
 }
 
 // check passes when err is nil and fails with err's text otherwise.

@@ -35,11 +35,11 @@ import (
 const (
 	ManifestPath = "/.well-known/agent-manifest.json"
 	HubPath      = "/.well-known/agent-hub.json"
-	DIDPath      = "/.well-known/did.json"
+	didPath      = "/.well-known/did.json"
 )
 
-// MaxDocumentSize bounds every discovery document read.
-const MaxDocumentSize = 256 << 10
+// maxDocumentSize bounds every discovery document read.
+const maxDocumentSize = 256 << 10
 
 // Hub is the hub document (§8): who publishes it, the child agents'
 // manifests, and the JWK set — the trust anchors — their manifests are
@@ -58,8 +58,8 @@ type HubEntry struct {
 	URL string `json:"url"`
 }
 
-// Child is an agent a hub lists: its DID and where its manifest is.
-type Child = HubEntry
+// child is an agent a hub lists: its DID and where its manifest is.
+type child = HubEntry
 
 // ServerOptions configures Handler.
 type ServerOptions struct {
@@ -74,7 +74,7 @@ type ServerOptions struct {
 	// Children are other agents the hub lists; the server's own manifest
 	// is always listed first. ChildKeys are the keys their manifests are
 	// signed with (the server's own key is always included).
-	Children  []Child
+	Children  []child
 	ChildKeys []*envelope.PublicKey
 	// BaseURL is the public https URL of the server, used in the hub's
 	// entry for its own manifest; default "https://" + the DID's host.
@@ -126,7 +126,7 @@ func Handler(opts ServerOptions) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+ManifestPath, serve([]byte(manifest), envelope.ManifestMediaType))
 	mux.Handle("GET "+HubPath, serve(hubJSON, "application/json"))
-	mux.Handle("GET "+DIDPath, serve(didDoc, "application/did+json"))
+	mux.Handle("GET "+didPath, serve(didDoc, "application/did+json"))
 	return mux, nil
 }
 
@@ -271,7 +271,7 @@ func (r *didWebResolver) resolve(ctx context.Context, from, kid string) (*envelo
 	}
 	u := "https://" + host + path + "/did.json"
 	if path == "" {
-		u = "https://" + host + DIDPath
+		u = "https://" + host + didPath
 	}
 	b, err := fetch(ctx, r.c, u)
 	if err != nil {
@@ -322,7 +322,7 @@ func client(opts ClientOptions) *http.Client {
 	return &http.Client{Timeout: 10 * time.Second}
 }
 
-// fetch GETs an https URL and returns its body, at most MaxDocumentSize
+// fetch GETs an https URL and returns its body, at most 256 << 10
 // bytes. Failures to reach the server are 5.04 (retryable); a non-200
 // answer or an oversized document is refused.
 func fetch(ctx context.Context, c *http.Client, rawURL string) ([]byte, error) {
@@ -342,11 +342,11 @@ func fetch(ctx context.Context, c *http.Client, rawURL string) ([]byte, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, envelope.NewError(envelope.CodeUnauthenticated, fmt.Sprintf("%s answered %s", rawURL, resp.Status), nil)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxDocumentSize+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxDocumentSize+1))
 	if err != nil {
 		return nil, envelope.NewError(envelope.CodeBusy, "reading "+rawURL+" failed", err)
 	}
-	if len(b) > MaxDocumentSize {
+	if len(b) > maxDocumentSize {
 		return nil, envelope.NewError(envelope.CodePayloadTooLarge, rawURL+" is larger than the discovery limit", nil)
 	}
 	return b, nil

@@ -129,7 +129,7 @@ func TestUAMP_9_GRPCMapping(t *testing.T) {
 			if werr.Code != tc.code || st.Code() != tc.status || werr.Retry != tc.code.Retryable() && tc.code != envelope.CodeMissingDeltaSeq {
 				t.Fatalf("%+v, %v; want %s, %v", werr, st, tc.code, tc.status)
 			}
-			if st.Code() != StatusCode(werr) {
+			if st.Code() != statusCode(werr) {
 				t.Fatalf("status %v for %+v", st.Code(), werr)
 			}
 		})
@@ -281,7 +281,7 @@ func TestUAMP_6_1_GRPCTLS13Only(t *testing.T) {
 			opts = append(opts, grpc.Creds(creds))
 		}
 		gs := grpc.NewServer(opts...)
-		Register(gs, srv)
+		register(gs, srv)
 		go gs.Serve(ln)
 		t.Cleanup(gs.Stop)
 		return ln.Addr().String()

@@ -48,15 +48,15 @@ func NewServer(srv *messaging.Server, conf *tls.Config, opts ...grpc.ServerOptio
 		grpc.Creds(credentials.NewTLS(c)),
 		grpc.MaxRecvMsgSize(envelope.MaxEnvelopeSize + maxFrameOverhead),
 	}, opts...)...)
-	Register(s, srv)
+	register(s, srv)
 	return s
 }
 
-// Register registers uamp.v1.Agent, served by srv, on s. Calls that did
+// register registers uamp.v1.Agent, served by srv, on s. Calls that did
 // not arrive over TLS 1.3 are refused with 4.03 (PermissionDenied), so
 // s must have TLS credentials (NewServer), or be served through
 // grpc.Server.ServeHTTP on a TLS 1.3 http.Server.
-func Register(s grpc.ServiceRegistrar, srv *messaging.Server) {
+func register(s grpc.ServiceRegistrar, srv *messaging.Server) {
 	uampv1.RegisterAgentServer(s, &service{srv: srv})
 }
 
@@ -147,7 +147,7 @@ func (x *exchange) refuse(b []byte, err error) error {
 		secs := max(1, int((e.RetryAfter+time.Second-1)/time.Second))
 		x.call.SetTrailer(metadata.Pairs("retry-after", strconv.Itoa(secs)))
 	}
-	return status.Error(StatusCode(e), e.Message)
+	return status.Error(statusCode(e), e.Message)
 }
 
 // recvEnvelope receives the next frame, which must be an envelope.

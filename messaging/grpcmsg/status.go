@@ -7,7 +7,7 @@ import (
 	"github.com/agentry-dev/agentry/envelope"
 )
 
-// StatusCode returns the gRPC status code a call refused with e ends
+// statusCode returns the gRPC status code a call refused with e ends
 // with (after the error envelope, which carries e itself):
 //
 //	4.00, 4.15  InvalidArgument
@@ -18,7 +18,7 @@ import (
 //	4.13        ResourceExhausted
 //	5.04        Unavailable, with a retry-after trailer in seconds
 //	5.00, other Internal
-func StatusCode(e *envelope.Error) codes.Code {
+func statusCode(e *envelope.Error) codes.Code {
 	switch e.Code {
 	case envelope.CodeBadRequest, envelope.CodeUnsupportedMediaType:
 		return codes.InvalidArgument

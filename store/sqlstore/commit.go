@@ -14,9 +14,9 @@ import (
 	"github.com/agentry-dev/agentry/workflow"
 )
 
-// ErrClosed is the error of a session write made on, or still waiting in,
+// errClosed is the error of a session write made on, or still waiting in,
 // a closed Store.
-var ErrClosed = errors.New("sqlstore: store closed")
+var errClosed = errors.New("sqlstore: store closed")
 
 // maxBatch bounds the writes that one transaction applies.
 const maxBatch = 256
@@ -105,7 +105,7 @@ func (c *committer) submit(ctx context.Context, w *write) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.closing:
-		return ErrClosed
+		return errClosed
 	}
 	select {
 	case err := <-w.done:
@@ -116,7 +116,7 @@ func (c *committer) submit(ctx context.Context, w *write) error {
 		}
 	case <-c.stopped:
 		if w.claim.CompareAndSwap(pending, dropped) {
-			return ErrClosed
+			return errClosed
 		}
 	}
 	return <-w.done // taken: its transaction decides

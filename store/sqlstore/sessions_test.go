@@ -372,7 +372,7 @@ func TestSessionsClose(t *testing.T) {
 						n := nextVersion(cur, nil)
 						err := ss.Update(context.Background(), n)
 						if err != nil {
-							if errors.Is(err, ErrClosed) {
+							if errors.Is(err, errClosed) {
 								closedSeen.Add(1)
 							}
 							return
@@ -396,7 +396,7 @@ func TestSessionsClose(t *testing.T) {
 				t.Error("no writer saw ErrClosed")
 			}
 			for _, err := range []error{ss.Update(t.Context(), nextVersion(sess[0], nil)), ss.Create(t.Context(), newTestSession("late")), ss.Delete(t.Context(), sess[0].ID)} {
-				if !errors.Is(err, ErrClosed) {
+				if !errors.Is(err, errClosed) {
 					t.Errorf("write after Close = %v, want ErrClosed", err)
 				}
 			}
@@ -430,7 +430,7 @@ func TestSessionsFailedTransaction(t *testing.T) {
 	for range cap(errc) {
 		select {
 		case err := <-errc:
-			if err == nil || errors.Is(err, workflow.ErrConflict) || errors.Is(err, ErrClosed) {
+			if err == nil || errors.Is(err, workflow.ErrConflict) || errors.Is(err, errClosed) {
 				t.Errorf("Update on a closed database = %v, want the database's error", err)
 			}
 		case <-time.After(10 * time.Second):

@@ -46,9 +46,9 @@ import (
 	_ "modernc.org/sqlite"             // registers the "sqlite" driver
 )
 
-// DefaultURL is the store Open uses when given "": SQLite under
+// defaultURL is the store Open uses when given "": SQLite under
 // ./agentry-data.
-const DefaultURL = "sqlite://./agentry-data/agentry.db"
+const defaultURL = "sqlite://./agentry-data/agentry.db"
 
 // The connection pool of a Store: SQLite has one writer at a time and
 // readers that are CPU-bound, so a few connections are enough; PostgreSQL
@@ -105,13 +105,13 @@ type Store struct {
 //	                                pgx connection string parameter
 //	memory:                         SQLite in memory: private to this
 //	                                Store, gone when it is closed
-//	""                              DefaultURL
+//	""                              sqlite://./agentry-data/agentry.db
 //
 // The schema is brought to the version this binary knows; a database
 // migrated by a newer binary is refused.
 func Open(ctx context.Context, rawURL string) (*Store, error) {
 	if rawURL == "" {
-		rawURL = DefaultURL
+		rawURL = defaultURL
 	}
 	driver, dsn, path, d, err := parseURL(rawURL)
 	if err != nil {

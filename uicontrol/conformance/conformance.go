@@ -47,9 +47,9 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Result is the outcome of one check: conformance.Result, the type the
+// result is the outcome of one check: conformance.Result, the type the
 // three conformance kits share.
-type Result = conformance.Result
+type result = conformance.Result
 
 // Report is the outcome of a run.
 type Report struct {
@@ -84,7 +84,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	rep := &Report{URL: opts.URL}
 	for _, c := range checks {
-		r := Result{Name: c.name, Clause: c.clause, Expectation: c.expectation}
+		r := result{Name: c.name, Clause: c.clause, Expectation: c.expectation}
 		cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 		t, err := uicontrol.DialWS(cctx, opts.URL, &uicontrol.WSDialOptions{Header: opts.Header})
 		if err != nil {

@@ -84,15 +84,15 @@ func (ts *Toolset) Tools(context.Context, *agent.State) ([]llm.Tool, error) {
 		id := d.ID
 		t := llm.Tool{Name: name, Description: desc, Parameters: d.Args,
 			Run: func(ctx context.Context, args map[string]any) (any, error) { return ts.call(ctx, id, args) }}
-		tools = append(tools, govern.Declare(t, govern.Declaration{Tier: TierOf(d.Risk, d.ReadOnly)}))
+		tools = append(tools, govern.Declare(t, govern.Declaration{Tier: tierOf(d.Risk, d.ReadOnly)}))
 	}
 	return tools, nil
 }
 
-// TierOf maps an action's risk to the governance tier its tool declares:
+// tierOf maps an action's risk to the governance tier its tool declares:
 // read_only for a read-only action, write_low_risk for low and medium
 // risk, write_high_risk otherwise (an undeclared risk counts as high).
-func TierOf(r uicontrol.Risk, readOnly bool) govern.Tier {
+func tierOf(r uicontrol.Risk, readOnly bool) govern.Tier {
 	switch {
 	case readOnly:
 		return govern.ReadOnly

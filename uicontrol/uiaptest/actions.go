@@ -76,9 +76,9 @@ func suiteHandoff(ctx context.Context, s *uicontrol.AppSession, req *uicontrol.A
 }
 
 // actionInitialize offers what initialize offers and the Action Runtime.
-func actionInitialize() Msg {
+func actionInitialize() msg {
 	m := initialize()
-	m["supportedExtensions"] = append(m["supportedExtensions"].([]any), Msg{"id": extAction, "versions": []any{"0.1"}})
+	m["supportedExtensions"] = append(m["supportedExtensions"].([]any), msg{"id": extAction, "versions": []any{"0.1"}})
 	return m
 }
 
@@ -91,7 +91,7 @@ func actionAgentOptions() *uicontrol.AgentOptions {
 
 // action sends an action.request (requiring the extension, §12 rule 3)
 // and returns its id.
-func (p *Peer) action(payload Msg) string {
+func (p *peer) action(payload msg) string {
 	p.h.Helper()
 	m := p.msg("request", uicontrol.TypeActionRequest, payload)
 	m["requires"] = []any{extAction}
@@ -100,7 +100,7 @@ func (p *Peer) action(payload Msg) string {
 }
 
 // event expects an event of type typ and returns the message.
-func (p *Peer) event(typ string) Msg {
+func (p *peer) event(typ string) msg {
 	p.h.Helper()
 	m := p.next()
 	if m["kind"] != "event" || m["type"] != typ {
@@ -114,9 +114,9 @@ func (p *Peer) event(typ string) Msg {
 
 // actionEvent expects action.started or action.progress about request id
 // in the given state, and returns its payload.
-func (p *Peer) actionEvent(typ, id, actionID string, state uicontrol.ActionState) Msg {
+func (p *peer) actionEvent(typ, id, actionID string, state uicontrol.ActionState) msg {
 	p.h.Helper()
-	pl := p.event(typ)["payload"].(Msg)
+	pl := p.event(typ)["payload"].(msg)
 	if pl["requestId"] != id || pl["actionId"] != actionID || pl["state"] != string(state) {
 		p.h.Fatalf("%s = %v, want requestId %s, actionId %s, state %s", typ, pl, id, actionID, state)
 	}
@@ -125,19 +125,19 @@ func (p *Peer) actionEvent(typ, id, actionID string, state uicontrol.ActionState
 
 // result expects the action.result answering id in the given state and
 // returns its payload.
-func (p *Peer) result(id, actionID string, state uicontrol.ActionState) Msg {
+func (p *peer) result(id, actionID string, state uicontrol.ActionState) msg {
 	p.h.Helper()
 	pl := p.response(id, uicontrol.TypeActionResult)
 	checkResult(p.h, pl, id, actionID, state)
 	return pl
 }
 
-func checkResult(h *H, pl Msg, id, actionID string, state uicontrol.ActionState) {
+func checkResult(h *h, pl msg, id, actionID string, state uicontrol.ActionState) {
 	h.Helper()
 	if pl["requestId"] != id || pl["actionId"] != actionID || pl["state"] != string(state) {
 		h.Fatalf("action.result = %v, want requestId %s, actionId %s, state %s", pl, id, actionID, state)
 	}
-	e, hasErr := pl["error"].(Msg)
+	e, hasErr := pl["error"].(msg)
 	if state == uicontrol.ActionFailed {
 		if !hasErr {
 			h.Fatalf("FAILED without error: %v", pl)
@@ -154,7 +154,7 @@ func checkResult(h *H, pl Msg, id, actionID string, state uicontrol.ActionState)
 }
 
 // respond answers the request req.
-func (p *Peer) respond(req Msg, typ string, payload Msg) {
+func (p *peer) respond(req msg, typ string, payload msg) {
 	p.h.Helper()
 	m := p.msg("response", typ, payload)
 	m["correlationId"] = req["id"]
@@ -179,12 +179,12 @@ func actionCases() []testCase {
 
 // An accepted request: action.started, the action's progress, then the
 // action.result answering the request.
-func testActionLifecycle(h *H) {
+func testActionLifecycle(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
-	args := Msg{"sku": "A-1", "qty": 2.0}
-	id := p.action(Msg{"actionId": actionEcho, "args": args, "target": Msg{"ref": Msg{"stableId": "cart.add"}, "expectedRole": "button"},
-		"preferredExecutionModes": []any{"appAction"}, "metadata": Msg{"x": 1.0}})
+	args := msg{"sku": "A-1", "qty": 2.0}
+	id := p.action(msg{"actionId": actionEcho, "args": args, "target": msg{"ref": msg{"stableId": "cart.add"}, "expectedRole": "button"},
+		"preferredExecutionModes": []any{"appAction"}, "metadata": msg{"x": 1.0}})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionEcho, uicontrol.ActionExecuting)
 	pl := p.actionEvent(uicontrol.TypeActionProgress, id, actionEcho, uicontrol.ActionExecuting)
 	if pl["progress"] != 0.5 || pl["message"] != "halfway" {
@@ -198,7 +198,7 @@ func testActionLifecycle(h *H) {
 		h.Errorf("first result marked deduplicated: %v", res)
 	}
 	// Unknown members of the request are ignored (§4.1 rule 6).
-	id = p.action(Msg{"actionId": actionEcho, "x.vendor": true, "timeoutMs": 60000.0})
+	id = p.action(msg{"actionId": actionEcho, "x.vendor": true, "timeoutMs": 60000.0})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionEcho, uicontrol.ActionExecuting)
 	p.actionEvent(uicontrol.TypeActionProgress, id, actionEcho, uicontrol.ActionExecuting)
 	p.result(id, actionEcho, uicontrol.ActionSucceeded)
@@ -206,16 +206,16 @@ func testActionLifecycle(h *H) {
 
 // A request that cannot be accepted is answered by an error, before any
 // action.started.
-func testActionRefused(h *H) {
+func testActionRefused(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
-	for name, payload := range map[string]Msg{
-		"no actionId":            {"args": Msg{}},
+	for name, payload := range map[string]msg{
+		"no actionId":            {"args": msg{}},
 		"empty actionId":         {"actionId": ""},
 		"actionId not a string":  {"actionId": 1},
 		"args not an object":     {"actionId": actionEcho, "args": []any{1}},
 		"target not an object":   {"actionId": actionEcho, "target": "button"},
-		"expectedRole a number":  {"actionId": actionEcho, "target": Msg{"expectedRole": 1}},
+		"expectedRole a number":  {"actionId": actionEcho, "target": msg{"expectedRole": 1}},
 		"timeoutMs negative":     {"actionId": actionEcho, "timeoutMs": -1},
 		"timeoutMs fraction":     {"actionId": actionEcho, "timeoutMs": 1.5},
 		"timeoutMs a string":     {"actionId": actionEcho, "timeoutMs": "1000"},
@@ -230,8 +230,8 @@ func testActionRefused(h *H) {
 			h.Errorf("%s: failedType %v", name, pl["failedType"])
 		}
 	}
-	id := p.action(Msg{"actionId": "test.nope"})
-	if pl := p.error(id, uicontrol.CodeCapabilityUnavailable); jsonEqual(h, Msg{"actionId": "test.nope"}, pl["details"]) != "" {
+	id := p.action(msg{"actionId": "test.nope"})
+	if pl := p.error(id, uicontrol.CodeCapabilityUnavailable); jsonEqual(h, msg{"actionId": "test.nope"}, pl["details"]) != "" {
 		h.Errorf("details = %v", pl["details"])
 	}
 	id = p.request("action.nope", nil)
@@ -239,22 +239,22 @@ func testActionRefused(h *H) {
 	// action.* requests get session_not_active outside ACTIVE, like any other.
 	iid := p.request(uicontrol.TypeInterrupt, nil)
 	p.response(iid, uicontrol.TypeInterrupted)
-	id = p.action(Msg{"actionId": actionEcho})
+	id = p.action(msg{"actionId": actionEcho})
 	p.error(id, uicontrol.CodeSessionNotActive)
 }
 
 // The Action Runtime is an extension (§12): a session that did not
 // select it refuses its messages.
-func testActionNotNegotiated(h *H) {
+func testActionNotNegotiated(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	id := p.request(uicontrol.TypeActionRequest, Msg{"actionId": actionEcho})
-	if pl := p.error(id, uicontrol.CodeUnsupportedExtension); jsonEqual(h, Msg{"extension": extAction}, pl["details"]) != "" {
+	id := p.request(uicontrol.TypeActionRequest, msg{"actionId": actionEcho})
+	if pl := p.error(id, uicontrol.CodeUnsupportedExtension); jsonEqual(h, msg{"extension": extAction}, pl["details"]) != "" {
 		h.Errorf("details = %v", pl["details"])
 	}
-	id = p.action(Msg{"actionId": actionEcho}) // with requires
+	id = p.action(msg{"actionId": actionEcho}) // with requires
 	p.error(id, uicontrol.CodeUnsupportedExtension)
-	id = p.request(uicontrol.TypeActionCancel, Msg{"requestId": "r"})
+	id = p.request(uicontrol.TypeActionCancel, msg{"requestId": "r"})
 	p.error(id, uicontrol.CodeUnsupportedExtension)
 
 	// The Agent refuses locally.
@@ -270,15 +270,15 @@ func testActionNotNegotiated(h *H) {
 // Action Runtime §3: a non-idempotent action is never run twice for one
 // idempotency key. A repeat gets the first result, marked deduplicated;
 // the same key for a different request is refused.
-func testIdempotencyKey(h *H) {
+func testIdempotencyKey(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
-	count := func(res Msg) float64 {
+	count := func(res msg) float64 {
 		h.Helper()
-		n, _ := res["result"].(Msg)["count"].(float64)
+		n, _ := res["result"].(msg)["count"].(float64)
 		return n
 	}
-	first := p.action(Msg{"actionId": actionCount, "args": Msg{"a": 1.0, "b": 2.0}, "idempotencyKey": "k-1"})
+	first := p.action(msg{"actionId": actionCount, "args": msg{"a": 1.0, "b": 2.0}, "idempotencyKey": "k-1"})
 	p.actionEvent(uicontrol.TypeActionStarted, first, actionCount, uicontrol.ActionExecuting)
 	res := p.result(first, actionCount, uicontrol.ActionSucceeded)
 	if count(res) != 1 || res["idempotencyKey"] != "k-1" {
@@ -286,56 +286,56 @@ func testIdempotencyKey(h *H) {
 	}
 	// The same request, members in another order: the first result, no
 	// action.started, no second run.
-	again := p.action(Msg{"idempotencyKey": "k-1", "args": Msg{"b": 2.0, "a": 1.0}, "actionId": actionCount})
+	again := p.action(msg{"idempotencyKey": "k-1", "args": msg{"b": 2.0, "a": 1.0}, "actionId": actionCount})
 	res = p.result(again, actionCount, uicontrol.ActionSucceeded)
 	if count(res) != 1 || res["deduplicated"] != true {
 		h.Errorf("repeat: %v", res)
 	}
-	for _, other := range []Msg{
-		{"actionId": actionCount, "args": Msg{"a": 2.0}, "idempotencyKey": "k-1"},
-		{"actionId": actionEcho, "args": Msg{"a": 1.0, "b": 2.0}, "idempotencyKey": "k-1"},
-		{"actionId": actionCount, "args": Msg{"a": 1.0, "b": 2.0}, "target": Msg{"expectedName": "x"}, "idempotencyKey": "k-1"},
+	for _, other := range []msg{
+		{"actionId": actionCount, "args": msg{"a": 2.0}, "idempotencyKey": "k-1"},
+		{"actionId": actionEcho, "args": msg{"a": 1.0, "b": 2.0}, "idempotencyKey": "k-1"},
+		{"actionId": actionCount, "args": msg{"a": 1.0, "b": 2.0}, "target": msg{"expectedName": "x"}, "idempotencyKey": "k-1"},
 	} {
 		id := p.action(other)
 		p.error(id, uicontrol.CodeBadRequest)
 	}
 	// Without a key, or with another, the action runs again.
-	id := p.action(Msg{"actionId": actionCount, "args": Msg{"a": 1.0, "b": 2.0}})
+	id := p.action(msg{"actionId": actionCount, "args": msg{"a": 1.0, "b": 2.0}})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionCount, uicontrol.ActionExecuting)
 	if res := p.result(id, actionCount, uicontrol.ActionSucceeded); count(res) != 2 {
 		h.Errorf("without a key: %v", res)
 	}
-	id = p.action(Msg{"actionId": actionCount, "args": Msg{"a": 1.0, "b": 2.0}, "idempotencyKey": "k-2"})
+	id = p.action(msg{"actionId": actionCount, "args": msg{"a": 1.0, "b": 2.0}, "idempotencyKey": "k-2"})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionCount, uicontrol.ActionExecuting)
 	if res := p.result(id, actionCount, uicontrol.ActionSucceeded); count(res) != 3 {
 		h.Errorf("another key: %v", res)
 	}
 	// A refused request does not use its key up.
-	id = p.action(Msg{"actionId": actionDeny, "idempotencyKey": "k-3"})
+	id = p.action(msg{"actionId": actionDeny, "idempotencyKey": "k-3"})
 	p.error(id, uicontrol.CodePermissionDenied)
-	id = p.action(Msg{"actionId": actionDeny, "idempotencyKey": "k-3"})
+	id = p.action(msg{"actionId": actionDeny, "idempotencyKey": "k-3"})
 	p.error(id, uicontrol.CodePermissionDenied)
 }
 
 // A repeat that arrives while the first request runs waits for its
 // outcome instead of starting a second run.
-func testIdempotencyKeyRunning(h *H) {
+func testIdempotencyKeyRunning(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
-	first := p.action(Msg{"actionId": actionWait, "idempotencyKey": "w"})
+	first := p.action(msg{"actionId": actionWait, "idempotencyKey": "w"})
 	p.actionEvent(uicontrol.TypeActionStarted, first, actionWait, uicontrol.ActionExecuting)
 	p.actionEvent(uicontrol.TypeActionProgress, first, actionWait, uicontrol.ActionExecuting)
-	again := p.action(Msg{"actionId": actionWait, "idempotencyKey": "w"})
+	again := p.action(msg{"actionId": actionWait, "idempotencyKey": "w"})
 	synctest.Wait()
-	cancel := p.request(uicontrol.TypeActionCancel, Msg{"requestId": first})
+	cancel := p.request(uicontrol.TypeActionCancel, msg{"requestId": first})
 	p.response(cancel, uicontrol.TypeActionCancelled)
-	got := map[any]Msg{}
+	got := map[any]msg{}
 	for range 2 {
 		m := p.next()
 		if m["kind"] != "response" || m["type"] != uicontrol.TypeActionResult {
 			h.Fatalf("want two action.result, got %v", m)
 		}
-		got[m["correlationId"]] = m["payload"].(Msg)
+		got[m["correlationId"]] = m["payload"].(msg)
 	}
 	checkResult(h, got[first], first, actionWait, uicontrol.ActionCancelled)
 	checkResult(h, got[again], again, actionWait, uicontrol.ActionCancelled)
@@ -347,24 +347,24 @@ func testIdempotencyKeyRunning(h *H) {
 // action.cancel: answered by action.cancelled at once; the action's
 // action.result, CANCELLED, follows. Only a running action can be
 // cancelled.
-func testActionCancel(h *H) {
+func testActionCancel(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
-	id := p.action(Msg{"actionId": actionWait})
+	id := p.action(msg{"actionId": actionWait})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionWait, uicontrol.ActionExecuting)
 	if pl := p.actionEvent(uicontrol.TypeActionProgress, id, actionWait, uicontrol.ActionExecuting); pl["message"] != "waiting" {
 		h.Errorf("progress = %v", pl)
 	}
-	c := p.request(uicontrol.TypeActionCancel, Msg{"requestId": id, "reason": "changed my mind"})
+	c := p.request(uicontrol.TypeActionCancel, msg{"requestId": id, "reason": "changed my mind"})
 	if pl := p.response(c, uicontrol.TypeActionCancelled); pl["requestId"] != id || pl["state"] != string(uicontrol.ActionExecuting) {
 		h.Errorf("action.cancelled = %v", pl)
 	}
 	p.result(id, actionWait, uicontrol.ActionCancelled)
-	c = p.request(uicontrol.TypeActionCancel, Msg{"requestId": id})
+	c = p.request(uicontrol.TypeActionCancel, msg{"requestId": id})
 	p.error(c, uicontrol.CodeStateConflict)
-	c = p.request(uicontrol.TypeActionCancel, Msg{"requestId": "never-sent"})
+	c = p.request(uicontrol.TypeActionCancel, msg{"requestId": "never-sent"})
 	p.error(c, uicontrol.CodeStateConflict)
-	for _, bad := range []Msg{{}, {"requestId": ""}, {"requestId": 1}} {
+	for _, bad := range []msg{{}, {"requestId": ""}, {"requestId": 1}} {
 		c = p.request(uicontrol.TypeActionCancel, bad)
 		p.error(c, uicontrol.CodeInvalidMessage)
 	}
@@ -372,18 +372,18 @@ func testActionCancel(h *H) {
 
 // timeoutMs bounds the action: when it passes the action is stopped and
 // FAILED with timeout, which is not retryable (it may have taken effect).
-func testActionTimeout(h *H) {
+func testActionTimeout(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
 	start := time.Now()
-	id := p.action(Msg{"actionId": actionWait, "timeoutMs": 1500})
+	id := p.action(msg{"actionId": actionWait, "timeoutMs": 1500})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionWait, uicontrol.ActionExecuting)
 	p.actionEvent(uicontrol.TypeActionProgress, id, actionWait, uicontrol.ActionExecuting)
 	res := p.result(id, actionWait, uicontrol.ActionFailed)
 	if took := time.Since(start); took != 1500*time.Millisecond {
 		h.Errorf("timed out after %v, want 1.5s", took)
 	}
-	e := res["error"].(Msg)
+	e := res["error"].(msg)
 	if e["code"] != string(uicontrol.CodeTimeout) || e["retryable"] == true {
 		h.Errorf("error = %v", e)
 	}
@@ -391,26 +391,26 @@ func testActionTimeout(h *H) {
 
 // A failing action ends FAILED with its error; internal errors keep
 // their text local.
-func testActionFailed(h *H) {
+func testActionFailed(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
-	id := p.action(Msg{"actionId": actionFail, "args": Msg{"code": "x.test.out_of_stock"}})
+	id := p.action(msg{"actionId": actionFail, "args": msg{"code": "x.test.out_of_stock"}})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionFail, uicontrol.ActionExecuting)
 	res := p.result(id, actionFail, uicontrol.ActionFailed)
-	if e := res["error"].(Msg); e["code"] != "x.test.out_of_stock" || e["message"] != "failed as asked" {
+	if e := res["error"].(msg); e["code"] != "x.test.out_of_stock" || e["message"] != "failed as asked" {
 		h.Errorf("error = %v", e)
 	}
-	id = p.action(Msg{"actionId": actionFail})
+	id = p.action(msg{"actionId": actionFail})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionFail, uicontrol.ActionExecuting)
 	res = p.result(id, actionFail, uicontrol.ActionFailed)
-	if e := res["error"].(Msg); e["code"] != string(uicontrol.CodeInternalError) || e["message"] != "internal error" {
+	if e := res["error"].(msg); e["code"] != string(uicontrol.CodeInternalError) || e["message"] != "internal error" {
 		h.Errorf("internal error = %v", e)
 	}
 }
 
 // The Agent's CallAction: the result, progress in order, errors as
 // *Error.
-func testAgentCallAction(h *H) {
+func testAgentCallAction(h *h) {
 	a := h.agent(h.app(nil), actionAgentOptions())
 	var seen []*uicontrol.ActionProgress
 	res, err := a.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: actionEcho, Args: map[string]any{"sku": "A-1"}},
@@ -446,7 +446,7 @@ func testAgentCallAction(h *H) {
 
 // Cancelling: CancelAction with the request id from the progress, and a
 // context that ends, both stop the app's action.
-func testAgentCancel(h *H) {
+func testAgentCancel(h *h) {
 	a := h.agent(h.app(nil), actionAgentOptions())
 	started := make(chan string, 1)
 	done := make(chan error, 1)
@@ -491,7 +491,7 @@ func testAgentCancel(h *H) {
 // After a transport loss the outcome of a request in flight is unknown:
 // CallAction fails and does not resend it; repeating it with the same
 // idempotency key after the resume gets the outcome of the one run.
-func testAgentRetryWithKey(h *H) {
+func testAgentRetryWithKey(h *h) {
 	app := h.app(nil)
 	appEnd, agentEnd := h.newPair(h.T)
 	go func() { _ = app.Serve(context.Background(), appEnd) }()

@@ -17,7 +17,7 @@ func capabilityCases() []testCase {
 }
 
 // §9.1: without include, the full document, unknown members included.
-func testGetFull(h *H) {
+func testGetFull(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	id := p.request(uicontrol.TypeCapabilitiesGet, nil)
@@ -30,12 +30,12 @@ func testGetFull(h *H) {
 	}
 }
 
-func testIncludeFiltering(h *H) {
+func testIncludeFiltering(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	full := rawJSON(sampleCapabilities).(Msg)
-	pick := func(names ...string) Msg {
-		out := Msg{}
+	full := rawJSON(sampleCapabilities).(msg)
+	pick := func(names ...string) msg {
+		out := msg{}
 		for _, n := range names {
 			out[n] = full[n]
 		}
@@ -44,18 +44,18 @@ func testIncludeFiltering(h *H) {
 	var rev any
 	for _, tc := range []struct {
 		include []any
-		want    Msg
+		want    msg
 	}{
 		{[]any{"actions"}, pick("actions")},
 		{[]any{"roles", "risk", "signals"}, pick("roles", "risk", "signals")},
 		{[]any{"states", "affordances"}, pick("states", "affordances")},
 		{[]any{"all"}, full},
 		{[]any{"actions", "all"}, full},
-		{[]any{}, Msg{}},
-		{[]any{"nope"}, Msg{}},
+		{[]any{}, msg{}},
+		{[]any{"nope"}, msg{}},
 		{[]any{"x.vendor.extra"}, pick("x.vendor.extra")},
 	} {
-		id := p.request(uicontrol.TypeCapabilitiesGet, Msg{"include": tc.include})
+		id := p.request(uicontrol.TypeCapabilitiesGet, msg{"include": tc.include})
 		pl := p.response(id, uicontrol.TypeCapabilitiesList)
 		if d := jsonEqual(h, tc.want, pl["capabilities"]); d != "" {
 			h.Errorf("include %v (-want +got):\n%s", tc.include, d)
@@ -65,15 +65,15 @@ func testIncludeFiltering(h *H) {
 		}
 		rev = pl["revision"]
 	}
-	for _, bad := range []any{"actions", []any{1}, []any{""}, Msg{}} {
-		id := p.request(uicontrol.TypeCapabilitiesGet, Msg{"include": bad})
+	for _, bad := range []any{"actions", []any{1}, []any{""}, msg{}} {
+		id := p.request(uicontrol.TypeCapabilitiesGet, msg{"include": bad})
 		p.error(id, uicontrol.CodeInvalidMessage)
 	}
 }
 
 // §9.2 with the Agent: a change brings a new revision and a document that
 // replaces the previous one entirely.
-func testChanged(h *H) {
+func testChanged(h *h) {
 	app := h.app(nil)
 	a := h.agent(app, nil)
 	first, err := a.GetCapabilities(h.ctx())
@@ -136,7 +136,7 @@ func testChanged(h *H) {
 
 // The wire form of capabilities.changed: an event with seq, revision and
 // the full document.
-func testChangedWire(h *H) {
+func testChangedWire(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	p.handshake(initialize())
@@ -153,7 +153,7 @@ func testChangedWire(h *H) {
 	if _, has := m["correlationId"]; has {
 		h.Errorf("an event with a correlationId")
 	}
-	pl := m["payload"].(Msg)
+	pl := m["payload"].(msg)
 	if pl["revision"] == rev0 || pl["revision"] == "" || pl["reason"] != "configuration" {
 		h.Errorf("payload = %v", pl)
 	}
@@ -166,7 +166,7 @@ func testChangedWire(h *H) {
 	}
 }
 
-func testNoPushNone(h *H) {
+func testNoPushNone(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	init := initialize()

@@ -35,7 +35,7 @@ var requiredFields = []string{"uiap", "kind", "type", "id", "ts", "source", "pay
 
 // §4.1 rule 1: each required field missing (or null) is invalid_message,
 // correlated when the id could be read.
-func testRequiredFieldMissing(h *H) {
+func testRequiredFieldMissing(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	for _, field := range requiredFields {
@@ -62,7 +62,7 @@ func testRequiredFieldMissing(h *H) {
 	p.response(id, uicontrol.TypeCapabilitiesList)
 }
 
-func testRequiredFieldMissingBeforeHandshake(h *H) {
+func testRequiredFieldMissingBeforeHandshake(h *h) {
 	p := h.rawAgent(h.app(nil))
 	for _, field := range requiredFields {
 		m := p.msg("request", uicontrol.TypeInitialize, initialize())
@@ -78,24 +78,24 @@ func testRequiredFieldMissingBeforeHandshake(h *H) {
 }
 
 // §4.1 rule 2: payload is never null, always an object.
-func testPayloadMustBeObject(h *H) {
+func testPayloadMustBeObject(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	for _, payload := range []any{nil, []any{}, []any{Msg{}}, "x", 1, true} {
+	for _, payload := range []any{nil, []any{}, []any{msg{}}, "x", 1, true} {
 		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
 		m["payload"] = payload
 		p.send(m)
 		p.error(m["id"].(string), uicontrol.CodeInvalidMessage)
 	}
 	// The payload of a core request must have its members' types too.
-	id := p.request(uicontrol.TypeInitialize, Msg{"supportedVersions": "0.1", "peer": Msg{"role": "agent"}})
+	id := p.request(uicontrol.TypeInitialize, msg{"supportedVersions": "0.1", "peer": msg{"role": "agent"}})
 	p.error(id, uicontrol.CodeStateConflict) // the state is checked before the payload of a second initialize
-	id = p.request(uicontrol.TypeCapabilitiesGet, Msg{"include": "actions"})
+	id = p.request(uicontrol.TypeCapabilitiesGet, msg{"include": "actions"})
 	p.error(id, uicontrol.CodeInvalidMessage)
 }
 
 // §4.1 rule 3: correlationId is mandatory for responses.
-func testResponseWithoutCorrelationID(h *H) {
+func testResponseWithoutCorrelationID(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	m := p.msg("response", "x.test.answer", nil)
@@ -109,7 +109,7 @@ func testResponseWithoutCorrelationID(h *H) {
 }
 
 // The envelope fields must have their types (§3, §4).
-func testFieldTypes(h *H) {
+func testFieldTypes(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	for _, tc := range []struct {
@@ -120,8 +120,8 @@ func testFieldTypes(h *H) {
 		{"kind", "notify"}, {"kind", "Request"}, {"kind", 1},
 		{"type", ""}, {"type", 7}, {"type", "error"},
 		{"ts", "yesterday"}, {"ts", "2026-03-26T13:00:00+01:00"}, {"ts", "2026-03-26"}, {"ts", 1774530000},
-		{"source", "agent"}, {"source", Msg{"role": "agent"}}, {"source", Msg{"id": "x"}}, {"source", Msg{"role": "", "id": "x"}},
-		{"target", Msg{"role": 1, "id": "x"}}, {"target", "app"},
+		{"source", "agent"}, {"source", msg{"role": "agent"}}, {"source", msg{"id": "x"}}, {"source", msg{"role": "", "id": "x"}},
+		{"target", msg{"role": 1, "id": "x"}}, {"target", "app"},
 		{"sessionId", ""}, {"sessionId", 5}, {"sessionId", strings.Repeat("s", 129)},
 		{"correlationId", ""}, {"correlationId", 5},
 		{"seq", -1}, {"seq", 1.5}, {"seq", "1"},
@@ -139,8 +139,8 @@ func testFieldTypes(h *H) {
 		value any
 	}{
 		{"ts", "2026-03-26T13:00:00Z"}, {"ts", "2026-03-26T13:00:00.123456+00:00"},
-		{"target", Msg{"role": "app", "id": "uiaptest-app", "instanceId": "tab-1"}},
-		{"source", Msg{"role": "bridge", "id": "b", "x-extra": 1}},
+		{"target", msg{"role": "app", "id": "uiaptest-app", "instanceId": "tab-1"}},
+		{"source", msg{"role": "bridge", "id": "b", "x-extra": 1}},
 		{"seq", 0}, {"seq", 42},
 	} {
 		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
@@ -151,10 +151,10 @@ func testFieldTypes(h *H) {
 }
 
 // §4.1 rule 7: null where an optional field could be is its absence.
-func testNullOptionalFields(h *H) {
+func testNullOptionalFields(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	m := p.msg("request", uicontrol.TypeCapabilitiesGet, Msg{"include": nil})
+	m := p.msg("request", uicontrol.TypeCapabilitiesGet, msg{"include": nil})
 	for _, f := range []string{"sessionId", "correlationId", "target", "seq", "requires", "ext"} {
 		m[f] = nil
 	}
@@ -167,18 +167,18 @@ func testNullOptionalFields(h *H) {
 
 // §2 rule 4, §4.1 rule 6: unknown optional fields are ignored, in the
 // envelope and in payloads.
-func testUnknownFieldsIgnored(h *H) {
+func testUnknownFieldsIgnored(h *h) {
 	p := h.rawAgent(h.app(nil))
 	init := initialize()
-	init["x-future"] = Msg{"a": 1}
-	init["peer"].(Msg)["mood"] = "curious"
+	init["x-future"] = msg{"a": 1}
+	init["peer"].(msg)["mood"] = "curious"
 	m := p.msg("request", uicontrol.TypeInitialize, init)
 	m["priority"] = "high"
 	m["Payload"] = "case matters: this is not payload"
 	p.send(m)
 	pl := p.response(m["id"].(string), uicontrol.TypeInitialized)
 	p.sessionID = pl["sessionId"].(string)
-	m = p.msg("request", typeEcho, Msg{"x": 1})
+	m = p.msg("request", typeEcho, msg{"x": 1})
 	m["trace"] = []any{1, 2}
 	p.send(m)
 	if got := p.response(m["id"].(string), "x.test.echoed"); got["x"] != 1.0 {
@@ -188,7 +188,7 @@ func testUnknownFieldsIgnored(h *H) {
 
 // Bytes that are not one JSON object are invalid_message without a
 // correlationId (no id could be read).
-func testNotAMessage(h *H) {
+func testNotAMessage(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	valid, _ := json.Marshal(p.msg("request", uicontrol.TypeCapabilitiesGet, nil))
@@ -206,19 +206,19 @@ func testNotAMessage(h *H) {
 }
 
 // Decoding is size-limited: a message over the limit is refused unread.
-func testSizeLimit(h *H) {
+func testSizeLimit(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	m := p.msg("request", typeEcho, Msg{"pad": strings.Repeat("x", 64<<10)})
+	m := p.msg("request", typeEcho, msg{"pad": strings.Repeat("x", 64<<10)})
 	p.send(m)
 	p.error("", uicontrol.CodeInvalidMessage)
-	m = p.msg("request", typeEcho, Msg{"pad": strings.Repeat("x", 60<<10)})
+	m = p.msg("request", typeEcho, msg{"pad": strings.Repeat("x", 60<<10)})
 	p.send(m)
 	p.response(m["id"].(string), "x.test.echoed")
 }
 
 // §3: a MessageId has 1..128 characters.
-func testMessageIDLength(h *H) {
+func testMessageIDLength(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	for _, id := range []string{"", strings.Repeat("i", 129), strings.Repeat("é", 129)} {
@@ -236,7 +236,7 @@ func testMessageIDLength(h *H) {
 }
 
 // §3: a MessageId is unique within a session.
-func testDuplicateMessageID(h *H) {
+func testDuplicateMessageID(h *h) {
 	p := h.rawAgent(h.app(nil))
 	init := p.msg("request", uicontrol.TypeInitialize, initialize())
 	p.send(init)
@@ -254,7 +254,7 @@ func testDuplicateMessageID(h *H) {
 }
 
 // A message naming another session than the connection's is refused.
-func testForeignSessionID(h *H) {
+func testForeignSessionID(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
@@ -271,15 +271,15 @@ func testForeignSessionID(h *H) {
 
 // §4.1 rule 5, §12 rules 1, 2 and 5: ext holds extension data by
 // extension ID, never a core field; unnegotiated extensions are ignored.
-func testExtNeverOverridesCore(h *H) {
+func testExtNeverOverridesCore(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	for _, ext := range []Msg{
-		{"payload": Msg{"include": []any{"roles"}}},
+	for _, ext := range []msg{
+		{"payload": msg{"include": []any{"roles"}}},
 		{"type": "x.test.echo"},
 		{"sessionId": "s"},
-		{"session.resume": Msg{}},
-		{"capabilities": Msg{}},
+		{"session.resume": msg{}},
+		{"capabilities": msg{}},
 		{"": 1},
 	} {
 		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
@@ -288,7 +288,7 @@ func testExtNeverOverridesCore(h *H) {
 		p.error(m["id"].(string), uicontrol.CodeInvalidMessage)
 	}
 	m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
-	m["ext"] = Msg{"x.vendor.unknown": Msg{"payload": "ignored"}, extPolicy: Msg{"decision": "allow"}, "uicp.policy": Msg{}}
+	m["ext"] = msg{"x.vendor.unknown": msg{"payload": "ignored"}, extPolicy: msg{"decision": "allow"}, "uicp.policy": msg{}}
 	p.send(m)
 	pl := p.response(m["id"].(string), uicontrol.TypeCapabilitiesList)
 	if d := jsonEqual(h, rawJSON(sampleCapabilities), pl["capabilities"]); d != "" {
@@ -298,7 +298,7 @@ func testExtNeverOverridesCore(h *H) {
 
 // §12 rules 3–4: an unfulfilled requires is unsupported_extension or
 // unsupported_profile.
-func testRequiresEnforced(h *H) {
+func testRequiresEnforced(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	for _, tc := range []struct {
@@ -332,7 +332,7 @@ func testRequiresEnforced(h *H) {
 }
 
 // §11: after the handshake every message carries uiap = selectedVersion.
-func testVersionMismatch(h *H) {
+func testVersionMismatch(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	for _, v := range []string{"0.2", "1.0", "00.1"} {
@@ -340,7 +340,7 @@ func testVersionMismatch(h *H) {
 		m["uiap"] = v
 		p.send(m)
 		pl := p.error(m["id"].(string), uicontrol.CodeUnsupportedVersion)
-		if d, _ := pl["details"].(Msg); d["selectedVersion"] != "0.1" {
+		if d, _ := pl["details"].(msg); d["selectedVersion"] != "0.1" {
 			h.Errorf("details = %v, want selectedVersion 0.1", pl["details"])
 		}
 	}
@@ -350,7 +350,7 @@ func testVersionMismatch(h *H) {
 
 // §10 unknown_message_type: a request of a type nobody handles; unknown
 // events need no reply and get none.
-func testUnknownMessageType(h *H) {
+func testUnknownMessageType(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	for _, typ := range []string{"x.nope.do", "session.nope", "capabilities.list", "capabilities.changed", "uiap.workflow.start"} {
@@ -365,13 +365,13 @@ func testUnknownMessageType(h *H) {
 }
 
 // Errors are never answered, not even invalid ones (no error loops).
-func testErrorsNotAnswered(h *H) {
+func testErrorsNotAnswered(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	m := p.msg("error", "error", Msg{"code": "internal_error", "message": "x"})
+	m := p.msg("error", "error", msg{"code": "internal_error", "message": "x"})
 	m["correlationId"] = "app-1"
 	p.send(m)
-	m = p.msg("error", "error", Msg{"code": 7})
+	m = p.msg("error", "error", msg{"code": 7})
 	p.send(m)
 	m = p.msg("error", "error", nil)
 	delete(m, "ts")
@@ -381,15 +381,15 @@ func testErrorsNotAnswered(h *H) {
 
 // Application handlers answer with a response or a spec error; a panic
 // or an unencodable reply is internal_error.
-func testHandlerErrors(h *H) {
+func testHandlerErrors(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	id := p.request(typeEcho, Msg{"n": 1, "nested": Msg{"a": []any{true}}})
-	if d := jsonEqual(h, Msg{"n": 1, "nested": Msg{"a": []any{true}}}, p.response(id, "x.test.echoed")); d != "" {
+	id := p.request(typeEcho, msg{"n": 1, "nested": msg{"a": []any{true}}})
+	if d := jsonEqual(h, msg{"n": 1, "nested": msg{"a": []any{true}}}, p.response(id, "x.test.echoed")); d != "" {
 		h.Errorf("echo (-want +got):\n%s", d)
 	}
 	for _, code := range []uicontrol.Code{uicontrol.CodeCapabilityUnavailable, uicontrol.CodePermissionDenied, uicontrol.CodeRateLimited, "x.test.vendor_error"} {
-		id := p.request(typeFail, Msg{"Code": string(code)})
+		id := p.request(typeFail, msg{"Code": string(code)})
 		pl := p.error(id, code)
 		if got, _ := pl["retryable"].(bool); got != (code == uicontrol.CodeRateLimited) {
 			h.Errorf("%s: retryable = %v", code, pl["retryable"])
@@ -408,26 +408,26 @@ func testHandlerErrors(h *H) {
 
 // §5, §10 rule 1: every request is answered by exactly one response or
 // error.
-func testEveryRequestAnswered(h *H) {
+func testEveryRequestAnswered(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	want := map[string]bool{}
 	for i := range 30 {
-		var m Msg
+		var m msg
 		switch i % 6 {
 		case 0:
 			m = p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
 		case 1:
-			m = p.msg("request", typeEcho, Msg{"i": i})
+			m = p.msg("request", typeEcho, msg{"i": i})
 		case 2:
 			m = p.msg("request", "x.nope.do", nil)
 		case 3:
 			m = p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
 			m["payload"] = []any{}
 		case 4:
-			m = p.msg("request", uicontrol.TypePing, Msg{"nonce": "n"})
+			m = p.msg("request", uicontrol.TypePing, msg{"nonce": "n"})
 		case 5:
-			m = p.msg("request", typeFail, Msg{"Code": "timeout"})
+			m = p.msg("request", typeFail, msg{"Code": "timeout"})
 		}
 		want[m["id"].(string)] = true
 		p.send(m)

@@ -20,10 +20,10 @@ func heartbeatCases() []testCase {
 
 const beat = 10 * time.Second
 
-func testPingPong(h *H) {
+func testPingPong(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	id := p.request(uicontrol.TypePing, Msg{"nonce": "n-1"})
+	id := p.request(uicontrol.TypePing, msg{"nonce": "n-1"})
 	if pl := p.response(id, uicontrol.TypePong); pl["nonce"] != "n-1" {
 		h.Errorf("pong = %v", pl)
 	}
@@ -31,13 +31,13 @@ func testPingPong(h *H) {
 	if pl := p.response(id, uicontrol.TypePong); len(pl) != 0 {
 		h.Errorf("pong without nonce = %v", pl)
 	}
-	id = p.request(uicontrol.TypePing, Msg{"nonce": 7})
+	id = p.request(uicontrol.TypePing, msg{"nonce": 7})
 	p.error(id, uicontrol.CodeInvalidMessage)
 }
 
 // §8.4: with heartbeatMs negotiated, idle peers ping each other and
 // answer; the session stays up.
-func testHeartbeatAlive(h *H) {
+func testHeartbeatAlive(h *h) {
 	app := h.app(func(o *uicontrol.AppOptions) { o.Heartbeat = beat })
 	a := h.agent(app, nil)
 	if got := a.Session().Heartbeat; got != beat {
@@ -55,18 +55,18 @@ func testHeartbeatAlive(h *H) {
 	}
 	for range 3 {
 		m := p.next()
-		nonce, _ := m["payload"].(Msg)["nonce"].(string)
+		nonce, _ := m["payload"].(msg)["nonce"].(string)
 		if m["type"] != uicontrol.TypePing || m["kind"] != "request" || nonce == "" {
 			h.Fatalf("want a ping with a nonce, got %v", m)
 		}
-		r := p.msg("response", uicontrol.TypePong, Msg{"nonce": nonce})
+		r := p.msg("response", uicontrol.TypePong, msg{"nonce": nonce})
 		r["correlationId"] = m["id"]
 		p.send(r)
 	}
 }
 
 // §8.4: after repeated missed pongs the app terminates the session.
-func testMissedPongsApp(h *H) {
+func testMissedPongsApp(h *h) {
 	app := h.app(func(o *uicontrol.AppOptions) { o.Heartbeat = beat })
 	p := h.rawAgent(app)
 	sid := p.handshake(initialize())["sessionId"].(string)
@@ -90,7 +90,7 @@ func testMissedPongsApp(h *H) {
 }
 
 // The agent side: an app that stops answering is given up on.
-func testMissedPongsAgent(h *H) {
+func testMissedPongsAgent(h *h) {
 	p, end := h.rawApp()
 	done := make(chan *uicontrol.Agent, 1)
 	go func() {
@@ -102,7 +102,7 @@ func testMissedPongsAgent(h *H) {
 	}()
 	init := p.next()
 	p.sessionID = "s-1"
-	r := p.msg("response", uicontrol.TypeInitialized, Msg{"sessionId": "s-1", "selectedVersion": "0.1",
+	r := p.msg("response", uicontrol.TypeInitialized, msg{"sessionId": "s-1", "selectedVersion": "0.1",
 		"capabilityDelivery": "none", "heartbeatMs": beat.Milliseconds()})
 	r["correlationId"] = init["id"]
 	p.send(r)
@@ -125,7 +125,7 @@ func testMissedPongsAgent(h *H) {
 }
 
 // Only a pong echoing the ping's nonce answers it.
-func testWrongNonce(h *H) {
+func testWrongNonce(h *h) {
 	app := h.app(func(o *uicontrol.AppOptions) { o.Heartbeat = beat })
 	p := h.rawAgent(app)
 	s := app.Session(p.handshake(initialize())["sessionId"].(string))
@@ -135,7 +135,7 @@ func testWrongNonce(h *H) {
 		if err != nil {
 			break
 		}
-		r := p.msg("response", uicontrol.TypePong, Msg{"nonce": "not-the-nonce"})
+		r := p.msg("response", uicontrol.TypePong, msg{"nonce": "not-the-nonce"})
 		r["correlationId"] = m["id"]
 		p.send(r)
 	}
@@ -148,13 +148,13 @@ func testWrongNonce(h *H) {
 // An idle session answered promptly is pinged every other interval (an
 // answered ping is traffic), also after an interrupt and resume over the
 // same connection.
-func testOneHeartbeat(h *H) {
+func testOneHeartbeat(h *h) {
 	app := h.app(func(o *uicontrol.AppOptions) { o.Heartbeat = beat })
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
 	id := p.request(uicontrol.TypeInterrupt, nil)
 	p.response(id, uicontrol.TypeInterrupted)
-	id = p.request(uicontrol.TypeResume, Msg{"sessionId": init["sessionId"], "resumeToken": init["resumeToken"]})
+	id = p.request(uicontrol.TypeResume, msg{"sessionId": init["sessionId"], "resumeToken": init["resumeToken"]})
 	p.response(id, uicontrol.TypeResumed)
 	deadline := time.Now().Add(10*beat + beat/2)
 	pings := 0
@@ -167,7 +167,7 @@ func testOneHeartbeat(h *H) {
 			h.Fatalf("unexpected %v", m)
 		}
 		pings++
-		r := p.msg("response", uicontrol.TypePong, m["payload"].(Msg))
+		r := p.msg("response", uicontrol.TypePong, m["payload"].(msg))
 		r["correlationId"] = m["id"]
 		p.send(r)
 	}

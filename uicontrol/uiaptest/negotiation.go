@@ -22,20 +22,20 @@ func negotiationCases() []testCase {
 	}
 }
 
-func testNoCommonVersion(h *H) {
+func testNoCommonVersion(h *h) {
 	p := h.rawAgent(h.app(nil))
 	init := initialize()
 	init["supportedVersions"] = []any{"9.9", "1.0", "0.0"}
 	id := p.request(uicontrol.TypeInitialize, init)
 	pl := p.error(id, uicontrol.CodeUnsupportedVersion)
-	if d := jsonEqual(h, Msg{"supportedVersions": []any{"0.1"}}, pl["details"]); d != "" {
+	if d := jsonEqual(h, msg{"supportedVersions": []any{"0.1"}}, pl["details"]); d != "" {
 		h.Errorf("details (-want +got):\n%s", d)
 	}
 }
 
 // §8.1, §11: selectedVersion is exactly one of the offered versions the
 // receiver supports, and every later message carries it.
-func testSelectsOneVersion(h *H) {
+func testSelectsOneVersion(h *h) {
 	p := h.rawAgent(h.app(nil))
 	init := initialize()
 	init["supportedVersions"] = []any{"1.0", "0.2", "0.1", "0.0"}
@@ -43,26 +43,26 @@ func testSelectsOneVersion(h *H) {
 	m["uiap"] = "1.0" // the initiator's highest
 	p.send(m)
 	got := p.next()
-	if got["type"] != uicontrol.TypeInitialized || got["payload"].(Msg)["selectedVersion"] != "0.1" || got["uiap"] != "0.1" {
+	if got["type"] != uicontrol.TypeInitialized || got["payload"].(msg)["selectedVersion"] != "0.1" || got["uiap"] != "0.1" {
 		h.Fatalf("initialized = %v", got)
 	}
 }
 
-func testInitializePayload(h *H) {
+func testInitializePayload(h *h) {
 	p := h.rawAgent(h.app(nil))
-	for name, mod := range map[string]func(Msg){
-		"no supportedVersions":     func(m Msg) { delete(m, "supportedVersions") },
-		"empty supportedVersions":  func(m Msg) { m["supportedVersions"] = []any{} },
-		"malformed version":        func(m Msg) { m["supportedVersions"] = []any{"latest"} },
-		"no peer":                  func(m Msg) { delete(m, "peer") },
-		"peer without role":        func(m Msg) { m["peer"] = Msg{"name": "x"} },
-		"unknown delivery":         func(m Msg) { m["capabilityDelivery"] = "later" },
-		"extension without id":     func(m Msg) { m["supportedExtensions"] = []any{Msg{"versions": []any{"0.1"}}} },
-		"extension versions empty": func(m Msg) { m["supportedExtensions"] = []any{Msg{"id": "x.a", "versions": []any{}}} },
-		"required not a boolean": func(m Msg) {
-			m["supportedExtensions"] = []any{Msg{"id": "x.a", "versions": []any{"0.1"}, "required": "yes"}}
+	for name, mod := range map[string]func(msg){
+		"no supportedVersions":     func(m msg) { delete(m, "supportedVersions") },
+		"empty supportedVersions":  func(m msg) { m["supportedVersions"] = []any{} },
+		"malformed version":        func(m msg) { m["supportedVersions"] = []any{"latest"} },
+		"no peer":                  func(m msg) { delete(m, "peer") },
+		"peer without role":        func(m msg) { m["peer"] = msg{"name": "x"} },
+		"unknown delivery":         func(m msg) { m["capabilityDelivery"] = "later" },
+		"extension without id":     func(m msg) { m["supportedExtensions"] = []any{msg{"versions": []any{"0.1"}}} },
+		"extension versions empty": func(m msg) { m["supportedExtensions"] = []any{msg{"id": "x.a", "versions": []any{}}} },
+		"required not a boolean": func(m msg) {
+			m["supportedExtensions"] = []any{msg{"id": "x.a", "versions": []any{"0.1"}, "required": "yes"}}
 		},
-		"profiles not strings": func(m Msg) { m["supportedProfiles"] = []any{1} },
+		"profiles not strings": func(m msg) { m["supportedProfiles"] = []any{1} },
 	} {
 		init := initialize()
 		mod(init)
@@ -74,12 +74,12 @@ func testInitializePayload(h *H) {
 		}
 	}
 	init := initialize()
-	init["supportedExtensions"] = []any{Msg{"id": "x.a", "versions": []any{"0.1"}}, Msg{"id": "x.a", "versions": []any{"0.2"}}}
+	init["supportedExtensions"] = []any{msg{"id": "x.a", "versions": []any{"0.1"}}, msg{"id": "x.a", "versions": []any{"0.2"}}}
 	id := p.request(uicontrol.TypeInitialize, init)
 	p.error(id, uicontrol.CodeBadRequest)
 }
 
-func testProfiles(h *H) {
+func testProfiles(h *h) {
 	for _, tc := range []struct {
 		offer, want []any
 	}{
@@ -102,19 +102,19 @@ func testProfiles(h *H) {
 }
 
 // §8.1: a required extension that is not selected fails the handshake.
-func testRequiredExtension(h *H) {
+func testRequiredExtension(h *h) {
 	app := h.app(nil)
 	for _, tc := range []struct {
 		offer []any
 		code  uicontrol.Code
 		want  []any // selectedExtensions when the handshake succeeds
 	}{
-		{[]any{Msg{"id": "x.vendor.nope", "versions": []any{"0.1"}, "required": true}}, uicontrol.CodeUnsupportedExtension, nil},
-		{[]any{Msg{"id": extPolicy, "versions": []any{"0.9"}, "required": true}}, uicontrol.CodeUnsupportedExtension, nil},
-		{[]any{Msg{"id": "x.vendor.nope", "versions": []any{"0.1"}}, Msg{"id": extPolicy, "versions": []any{"0.1"}, "required": true}},
-			"", []any{Msg{"id": extPolicy, "version": "0.1"}}},
-		{[]any{Msg{"id": extPolicy, "versions": []any{"0.9"}}}, "", nil},
-		{[]any{Msg{"id": extPolicy, "versions": []any{"0.0", "0.1", "0.9"}}}, "", []any{Msg{"id": extPolicy, "version": "0.1"}}},
+		{[]any{msg{"id": "x.vendor.nope", "versions": []any{"0.1"}, "required": true}}, uicontrol.CodeUnsupportedExtension, nil},
+		{[]any{msg{"id": extPolicy, "versions": []any{"0.9"}, "required": true}}, uicontrol.CodeUnsupportedExtension, nil},
+		{[]any{msg{"id": "x.vendor.nope", "versions": []any{"0.1"}}, msg{"id": extPolicy, "versions": []any{"0.1"}, "required": true}},
+			"", []any{msg{"id": extPolicy, "version": "0.1"}}},
+		{[]any{msg{"id": extPolicy, "versions": []any{"0.9"}}}, "", nil},
+		{[]any{msg{"id": extPolicy, "versions": []any{"0.0", "0.1", "0.9"}}}, "", []any{msg{"id": extPolicy, "version": "0.1"}}},
 	} {
 		p := h.rawAgent(app)
 		init := initialize()
@@ -122,7 +122,7 @@ func testRequiredExtension(h *H) {
 		if tc.code != "" {
 			id := p.request(uicontrol.TypeInitialize, init)
 			pl := p.error(id, tc.code)
-			if d, _ := pl["details"].(Msg); d["extension"] == nil {
+			if d, _ := pl["details"].(msg); d["extension"] == nil {
 				h.Errorf("details do not name the extension: %v", pl)
 			}
 			continue
@@ -134,7 +134,7 @@ func testRequiredExtension(h *H) {
 	}
 }
 
-func testExtensionRequiredByApp(h *H) {
+func testExtensionRequiredByApp(h *h) {
 	app := h.app(func(o *uicontrol.AppOptions) {
 		o.Extensions = []uicontrol.ExtensionOffer{{ID: extPolicy, Versions: []string{"0.1"}, Required: true}}
 	})
@@ -148,12 +148,12 @@ func testExtensionRequiredByApp(h *H) {
 
 // DESIGN §5: uicp.policy is an alias of uiap.policy; the selection
 // echoes the initiator's spelling.
-func testPolicyAlias(h *H) {
+func testPolicyAlias(h *h) {
 	p := h.rawAgent(h.app(nil))
 	init := initialize()
-	init["supportedExtensions"] = []any{Msg{"id": "uicp.policy", "versions": []any{"0.1"}, "required": true}}
+	init["supportedExtensions"] = []any{msg{"id": "uicp.policy", "versions": []any{"0.1"}, "required": true}}
 	pl := p.handshake(init)
-	if d := jsonEqual(h, []any{Msg{"id": "uicp.policy", "version": "0.1"}}, pl["selectedExtensions"]); d != "" {
+	if d := jsonEqual(h, []any{msg{"id": "uicp.policy", "version": "0.1"}}, pl["selectedExtensions"]); d != "" {
 		h.Errorf("selectedExtensions (-want +got):\n%s", d)
 	}
 	m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
@@ -162,7 +162,7 @@ func testPolicyAlias(h *H) {
 	p.response(m["id"].(string), uicontrol.TypeCapabilitiesList)
 }
 
-func testRequiresOnInitialize(h *H) {
+func testRequiresOnInitialize(h *h) {
 	p := h.rawAgent(h.app(nil))
 	for _, tc := range []struct {
 		requires []any
@@ -191,7 +191,7 @@ func testRequiresOnInitialize(h *H) {
 
 // §8.1: capabilities are present exactly when capabilityDelivery is
 // "inline"; absent, the app chooses (deferred).
-func testCapabilityDelivery(h *H) {
+func testCapabilityDelivery(h *h) {
 	app := h.app(nil)
 	for _, d := range []string{"inline", "deferred", "none", ""} {
 		p := h.rawAgent(app)
@@ -232,7 +232,7 @@ func testCapabilityDelivery(h *H) {
 
 // The agent's session.initialize: its highest version in uiap (DESIGN
 // §5), every supported version listed (§11), no sessionId.
-func testAgentOffer(h *H) {
+func testAgentOffer(h *h) {
 	p, end := h.rawApp()
 	go func() {
 		_, _ = uicontrol.Connect(h.ctx(), end, &uicontrol.AgentOptions{
@@ -248,11 +248,11 @@ func testAgentOffer(h *H) {
 	if _, ok := m["sessionId"]; ok {
 		h.Errorf("initialize carries a sessionId")
 	}
-	want := Msg{
+	want := msg{
 		"supportedVersions":   []any{"0.1"},
 		"supportedProfiles":   []any{"web@0.1"},
-		"supportedExtensions": []any{Msg{"id": "uiap.policy", "versions": []any{"0.1"}, "required": true}},
-		"peer":                Msg{"role": "agent", "name": "uiaptest", "locale": "de-CH"},
+		"supportedExtensions": []any{msg{"id": "uiap.policy", "versions": []any{"0.1"}, "required": true}},
+		"peer":                msg{"role": "agent", "name": "uiaptest", "locale": "de-CH"},
 	}
 	if d := jsonEqual(h, want, m["payload"]); d != "" {
 		h.Errorf("payload (-want +got):\n%s", d)
@@ -263,26 +263,26 @@ func testAgentOffer(h *H) {
 // §8.1 from the initiator's side: a session.initialized that breaks the
 // rules fails Connect, and the agent terminates the session the app
 // thinks is active.
-func testAgentChecksInitialized(h *H) {
-	good := func() Msg {
-		return Msg{"sessionId": "s-1", "selectedVersion": "0.1", "selectedProfiles": []any{"web@0.1"},
-			"selectedExtensions": []any{Msg{"id": "uiap.policy", "version": "0.1"}}, "capabilityDelivery": "deferred"}
+func testAgentChecksInitialized(h *h) {
+	good := func() msg {
+		return msg{"sessionId": "s-1", "selectedVersion": "0.1", "selectedProfiles": []any{"web@0.1"},
+			"selectedExtensions": []any{msg{"id": "uiap.policy", "version": "0.1"}}, "capabilityDelivery": "deferred"}
 	}
 	for _, tc := range []struct {
 		name string
-		mod  func(Msg)
+		mod  func(msg)
 		code uicontrol.Code
 	}{
-		{"accepted", func(Msg) {}, ""},
-		{"capabilities while deferred", func(m Msg) { m["capabilities"] = rawJSON(sampleCapabilities) }, uicontrol.CodeInvalidMessage},
-		{"capabilities while none", func(m Msg) { m["capabilityDelivery"] = "none"; m["capabilities"] = Msg{} }, uicontrol.CodeInvalidMessage},
-		{"inline without capabilities", func(m Msg) { m["capabilityDelivery"] = "inline" }, uicontrol.CodeInvalidMessage},
-		{"version not offered", func(m Msg) { m["selectedVersion"] = "0.2" }, uicontrol.CodeUnsupportedVersion},
-		{"profile not offered", func(m Msg) { m["selectedProfiles"] = []any{"mobile@0.1"} }, uicontrol.CodeUnsupportedProfile},
-		{"required extension not selected", func(m Msg) { delete(m, "selectedExtensions") }, uicontrol.CodeUnsupportedExtension},
-		{"extension version not offered", func(m Msg) { m["selectedExtensions"] = []any{Msg{"id": "uiap.policy", "version": "0.2"}} }, uicontrol.CodeUnsupportedExtension},
-		{"no sessionId", func(m Msg) { delete(m, "sessionId") }, uicontrol.CodeInvalidMessage},
-		{"no capabilityDelivery", func(m Msg) { delete(m, "capabilityDelivery") }, uicontrol.CodeInvalidMessage},
+		{"accepted", func(msg) {}, ""},
+		{"capabilities while deferred", func(m msg) { m["capabilities"] = rawJSON(sampleCapabilities) }, uicontrol.CodeInvalidMessage},
+		{"capabilities while none", func(m msg) { m["capabilityDelivery"] = "none"; m["capabilities"] = msg{} }, uicontrol.CodeInvalidMessage},
+		{"inline without capabilities", func(m msg) { m["capabilityDelivery"] = "inline" }, uicontrol.CodeInvalidMessage},
+		{"version not offered", func(m msg) { m["selectedVersion"] = "0.2" }, uicontrol.CodeUnsupportedVersion},
+		{"profile not offered", func(m msg) { m["selectedProfiles"] = []any{"mobile@0.1"} }, uicontrol.CodeUnsupportedProfile},
+		{"required extension not selected", func(m msg) { delete(m, "selectedExtensions") }, uicontrol.CodeUnsupportedExtension},
+		{"extension version not offered", func(m msg) { m["selectedExtensions"] = []any{msg{"id": "uiap.policy", "version": "0.2"}} }, uicontrol.CodeUnsupportedExtension},
+		{"no sessionId", func(m msg) { delete(m, "sessionId") }, uicontrol.CodeInvalidMessage},
+		{"no capabilityDelivery", func(m msg) { delete(m, "capabilityDelivery") }, uicontrol.CodeInvalidMessage},
 	} {
 		p, end := h.rawApp()
 		type result struct {
@@ -318,7 +318,7 @@ func testAgentChecksInitialized(h *H) {
 			h.Errorf("%s: Connect error = %v, want %s", tc.name, res.err, tc.code)
 		}
 		got := p.closed()
-		if len(got) != 1 || got[0]["type"] != uicontrol.TypeTerminate || got[0]["payload"].(Msg)["reason"] != "error" {
+		if len(got) != 1 || got[0]["type"] != uicontrol.TypeTerminate || got[0]["payload"].(msg)["reason"] != "error" {
 			h.Errorf("%s: after a bad handshake the agent sent %v, want session.terminate (error)", tc.name, got)
 		}
 	}
@@ -330,7 +330,7 @@ func testAgentChecksInitialized(h *H) {
 		done <- err
 	}()
 	init := p.next()
-	e := p.msg("error", "error", Msg{"code": "unsupported_version", "message": "no", "details": Msg{"supportedVersions": []any{"2.0"}}})
+	e := p.msg("error", "error", msg{"code": "unsupported_version", "message": "no", "details": msg{"supportedVersions": []any{"2.0"}}})
 	e["correlationId"] = init["id"]
 	p.send(e)
 	if err := <-done; !errors.Is(err, uicontrol.ErrUnsupportedVersion) {

@@ -21,28 +21,28 @@ func policyCases() []testCase {
 
 // policyExt returns the decision a message carries in its ext entry for
 // the policy extension spelled id, or nil.
-func policyExt(m Msg, id string) Msg {
-	ext, _ := m["ext"].(Msg)
-	d, _ := ext[id].(Msg)
+func policyExt(m msg, id string) msg {
+	ext, _ := m["ext"].(msg)
+	d, _ := ext[id].(msg)
 	return d
 }
 
 // deny: the request is refused with permission_denied naming the
 // decision; the action never starts.
-func testPolicyDeny(h *H) {
+func testPolicyDeny(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
-	id := p.action(Msg{"actionId": actionDeny})
+	id := p.action(msg{"actionId": actionDeny})
 	pl := p.error(id, uicontrol.CodePermissionDenied)
-	if pl["message"] != "denied by the suite's policy" || jsonEqual(h, Msg{"decision": "deny"}, pl["details"]) != "" {
+	if pl["message"] != "denied by the suite's policy" || jsonEqual(h, msg{"decision": "deny"}, pl["details"]) != "" {
 		h.Errorf("error = %v", pl)
 	}
 	// Enforced also when the policy extension was not negotiated.
 	p = h.rawAgent(h.app(nil))
 	init := actionInitialize()
-	init["supportedExtensions"] = []any{Msg{"id": extAction, "versions": []any{"0.1"}}}
+	init["supportedExtensions"] = []any{msg{"id": extAction, "versions": []any{"0.1"}}}
 	p.handshake(init)
-	id = p.action(Msg{"actionId": actionDeny})
+	id = p.action(msg{"actionId": actionDeny})
 	p.error(id, uicontrol.CodePermissionDenied)
 	// A policy that fails closed: a decision it does not know is a deny.
 	app := h.app(func(o *uicontrol.AppOptions) {
@@ -52,7 +52,7 @@ func testPolicyDeny(h *H) {
 	})
 	p = h.rawAgent(app)
 	p.handshake(actionInitialize())
-	id = p.action(Msg{"actionId": actionEcho})
+	id = p.action(msg{"actionId": actionEcho})
 	p.error(id, uicontrol.CodePermissionDenied)
 }
 
@@ -60,14 +60,14 @@ func testPolicyDeny(h *H) {
 // runs the action only after an explicit action.confirmed with
 // confirmed: true. The decision travels in ext under the policy
 // extension, spelled as the agent offered it (uicp.policy here).
-func testPolicyConfirm(h *H) {
+func testPolicyConfirm(h *h) {
 	p := h.rawAgent(h.app(nil))
 	init := actionInitialize()
-	init["supportedExtensions"] = []any{Msg{"id": "uicp.policy", "versions": []any{"0.1"}}, Msg{"id": extAction, "versions": []any{"0.1"}}}
+	init["supportedExtensions"] = []any{msg{"id": "uicp.policy", "versions": []any{"0.1"}}, msg{"id": extAction, "versions": []any{"0.1"}}}
 	p.handshake(init)
-	id := p.action(Msg{"actionId": actionPay, "args": Msg{"amount": 12.5}})
+	id := p.action(msg{"actionId": actionPay, "args": msg{"amount": 12.5}})
 	started := p.event(uicontrol.TypeActionStarted)
-	if pl := started["payload"].(Msg); pl["requestId"] != id || pl["state"] != string(uicontrol.ActionAwaitingConfirmation) {
+	if pl := started["payload"].(msg); pl["requestId"] != id || pl["state"] != string(uicontrol.ActionAwaitingConfirmation) {
 		h.Errorf("action.started = %v", pl)
 	}
 	if d := policyExt(started, "uicp.policy"); d["decision"] != "confirm" {
@@ -80,39 +80,39 @@ func testPolicyConfirm(h *H) {
 	if d := jsonEqual(h, []any{extAction}, req["requires"]); d != "" {
 		h.Errorf("action.confirm requires (-want +got):\n%s", d)
 	}
-	want := Msg{"requestId": id, "actionId": actionPay, "args": Msg{"amount": 12.5}, "risk": "high", "reason": "high-risk action"}
+	want := msg{"requestId": id, "actionId": actionPay, "args": msg{"amount": 12.5}, "risk": "high", "reason": "high-risk action"}
 	if d := jsonEqual(h, want, req["payload"]); d != "" {
 		h.Errorf("action.confirm payload (-want +got):\n%s", d)
 	}
 	if d := policyExt(req, "uicp.policy"); d["decision"] != "confirm" {
 		h.Errorf("action.confirm ext = %v", req["ext"])
 	}
-	p.respond(req, uicontrol.TypeActionConfirmed, Msg{"requestId": id, "confirmed": true})
+	p.respond(req, uicontrol.TypeActionConfirmed, msg{"requestId": id, "confirmed": true})
 	p.actionEvent(uicontrol.TypeActionProgress, id, actionPay, uicontrol.ActionExecuting)
 	res := p.result(id, actionPay, uicontrol.ActionSucceeded)
-	if d := jsonEqual(h, Msg{"paid": true}, res["result"]); d != "" {
+	if d := jsonEqual(h, msg{"paid": true}, res["result"]); d != "" {
 		h.Errorf("result (-want +got):\n%s", d)
 	}
 }
 
 // confirm refused — by confirmed: false, by an error, by a malformed
 // answer: the action does not run and FAILED with permission_denied.
-func testPolicyConfirmRefused(h *H) {
+func testPolicyConfirmRefused(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
-	for name, answer := range map[string]func(req Msg){
-		"confirmed false": func(req Msg) {
-			p.respond(req, uicontrol.TypeActionConfirmed, Msg{"confirmed": false, "reason": "too expensive"})
+	for name, answer := range map[string]func(req msg){
+		"confirmed false": func(req msg) {
+			p.respond(req, uicontrol.TypeActionConfirmed, msg{"confirmed": false, "reason": "too expensive"})
 		},
-		"error": func(req Msg) {
-			m := p.msg("error", "error", Msg{"code": "permission_denied", "message": "the user said no"})
+		"error": func(req msg) {
+			m := p.msg("error", "error", msg{"code": "permission_denied", "message": "the user said no"})
 			m["correlationId"] = req["id"]
 			p.send(m)
 		},
-		"confirmed missing": func(req Msg) { p.respond(req, uicontrol.TypeActionConfirmed, Msg{}) },
-		"wrong type":        func(req Msg) { p.respond(req, "x.test.whatever", Msg{"confirmed": true}) },
+		"confirmed missing": func(req msg) { p.respond(req, uicontrol.TypeActionConfirmed, msg{}) },
+		"wrong type":        func(req msg) { p.respond(req, "x.test.whatever", msg{"confirmed": true}) },
 	} {
-		id := p.action(Msg{"actionId": actionPay, "idempotencyKey": "pay"})
+		id := p.action(msg{"actionId": actionPay, "idempotencyKey": "pay"})
 		p.actionEvent(uicontrol.TypeActionStarted, id, actionPay, uicontrol.ActionAwaitingConfirmation)
 		req := p.next()
 		if req["type"] != uicontrol.TypeActionConfirm {
@@ -120,8 +120,8 @@ func testPolicyConfirmRefused(h *H) {
 		}
 		answer(req)
 		res := p.result(id, actionPay, uicontrol.ActionFailed)
-		e := res["error"].(Msg)
-		if e["code"] != string(uicontrol.CodePermissionDenied) || jsonEqual(h, Msg{"decision": "confirm"}, e["details"]) != "" {
+		e := res["error"].(msg)
+		if e["code"] != string(uicontrol.CodePermissionDenied) || jsonEqual(h, msg{"decision": "confirm"}, e["details"]) != "" {
 			h.Errorf("%s: error = %v", name, e)
 		}
 		// The action did not run: its idempotency key is free again (the
@@ -131,34 +131,34 @@ func testPolicyConfirmRefused(h *H) {
 
 // The action's context covers the wait for the confirmation: cancelling
 // it ends the action CANCELLED, and a timeout FAILED.
-func testPolicyConfirmCancelled(h *H) {
+func testPolicyConfirmCancelled(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
-	id := p.action(Msg{"actionId": actionPay})
+	id := p.action(msg{"actionId": actionPay})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionPay, uicontrol.ActionAwaitingConfirmation)
 	req := p.next()
-	c := p.request(uicontrol.TypeActionCancel, Msg{"requestId": id})
+	c := p.request(uicontrol.TypeActionCancel, msg{"requestId": id})
 	if pl := p.response(c, uicontrol.TypeActionCancelled); pl["state"] != string(uicontrol.ActionAwaitingConfirmation) {
 		h.Errorf("action.cancelled = %v", pl)
 	}
 	p.result(id, actionPay, uicontrol.ActionCancelled)
 	// A late confirmation is dropped.
-	p.respond(req, uicontrol.TypeActionConfirmed, Msg{"confirmed": true})
+	p.respond(req, uicontrol.TypeActionConfirmed, msg{"confirmed": true})
 
-	id = p.action(Msg{"actionId": actionPay, "timeoutMs": 1000})
+	id = p.action(msg{"actionId": actionPay, "timeoutMs": 1000})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionPay, uicontrol.ActionAwaitingConfirmation)
 	if req := p.next(); req["type"] != uicontrol.TypeActionConfirm {
 		h.Fatalf("want action.confirm, got %v", req)
 	}
 	res := p.result(id, actionPay, uicontrol.ActionFailed)
-	if e := res["error"].(Msg); e["code"] != string(uicontrol.CodeTimeout) {
+	if e := res["error"].(msg); e["code"] != string(uicontrol.CodeTimeout) {
 		h.Errorf("error = %v", e)
 	}
 }
 
 // The Agent answers action.confirm with AgentOptions.Confirm; without
 // one, it does not confirm.
-func testPolicyAgentConfirms(h *H) {
+func testPolicyAgentConfirms(h *h) {
 	app := h.app(nil)
 	var asked []*uicontrol.ActionConfirmation
 	opts := actionAgentOptions()
@@ -194,14 +194,14 @@ func testPolicyAgentConfirms(h *H) {
 
 // handoff: the human does the action (AppOptions.Handoff) while it is
 // WAITING_FOR_USER; the app's own handler does not run.
-func testPolicyHandoff(h *H) {
+func testPolicyHandoff(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
-	id := p.action(Msg{"actionId": actionHandoff})
+	id := p.action(msg{"actionId": actionHandoff})
 	started := p.actionEvent(uicontrol.TypeActionStarted, id, actionHandoff, uicontrol.ActionWaitingForUser)
 	_ = started
 	res := p.result(id, actionHandoff, uicontrol.ActionSucceeded)
-	if d := jsonEqual(h, Msg{"by": "human", "reason": "a human does this"}, res["result"]); d != "" {
+	if d := jsonEqual(h, msg{"by": "human", "reason": "a human does this"}, res["result"]); d != "" {
 		h.Errorf("result (-want +got):\n%s", d)
 	}
 	// The human declines: CANCELLED.
@@ -223,11 +223,11 @@ func testPolicyHandoff(h *H) {
 }
 
 // handoff on an app with no human to hand off to: refused.
-func testPolicyHandoffNoHuman(h *H) {
+func testPolicyHandoffNoHuman(h *h) {
 	p := h.rawAgent(h.app(func(o *uicontrol.AppOptions) { o.Handoff = nil }))
 	p.handshake(actionInitialize())
-	id := p.action(Msg{"actionId": actionHandoff})
-	if pl := p.error(id, uicontrol.CodePermissionDenied); jsonEqual(h, Msg{"decision": "handoff"}, pl["details"]) != "" {
+	id := p.action(msg{"actionId": actionHandoff})
+	if pl := p.error(id, uicontrol.CodePermissionDenied); jsonEqual(h, msg{"decision": "handoff"}, pl["details"]) != "" {
 		h.Errorf("error = %v", pl)
 	}
 }

@@ -17,15 +17,15 @@ func rateLimitCases() []testCase {
 
 // limited is the suite app with a bucket of 3 requests refilled at one a
 // second.
-func (h *H) limitedApp() *uicontrol.App {
+func (h *h) limitedApp() *uicontrol.App {
 	return h.app(func(o *uicontrol.AppOptions) { o.RateLimit = uicontrol.RateLimit{Rate: 1, Burst: 3} })
 }
 
 // answers reads n messages and returns them by correlationId (the
 // app's handlers answer concurrently, a refusal at once).
-func (p *Peer) answers(n int) map[any]Msg {
+func (p *peer) answers(n int) map[any]msg {
 	p.h.Helper()
-	got := map[any]Msg{}
+	got := map[any]msg{}
 	for range n {
 		m := p.next()
 		got[m["correlationId"]] = m
@@ -33,13 +33,13 @@ func (p *Peer) answers(n int) map[any]Msg {
 	return got
 }
 
-func checkRateLimited(h *H, m Msg, id, failedType string, wait time.Duration) {
+func checkRateLimited(h *h, m msg, id, failedType string, wait time.Duration) {
 	h.Helper()
 	pl := checkError(h, m, id, uicontrol.CodeRateLimited)
 	if pl["retryable"] != true || pl["failedType"] != failedType {
 		h.Errorf("rate_limited = %v, want retryable and failedType %s", pl, failedType)
 	}
-	if d := jsonEqual(h, Msg{"retryAfterMs": float64(wait.Milliseconds())}, pl["details"]); d != "" {
+	if d := jsonEqual(h, msg{"retryAfterMs": float64(wait.Milliseconds())}, pl["details"]); d != "" {
 		h.Errorf("rate_limited details (-want +got):\n%s", d)
 	}
 }
@@ -47,12 +47,12 @@ func checkRateLimited(h *H, m Msg, id, failedType string, wait time.Duration) {
 // §16 and §10: a session over its rate is answered rate_limited,
 // retryable, with a retry hint; once the bucket refills, requests pass
 // again. Every request outside session.* counts.
-func testRateLimited(h *H) {
+func testRateLimited(h *h) {
 	p := h.rawAgent(h.limitedApp())
 	p.handshake(actionInitialize())
 	var ids []string
 	for i := range 4 {
-		ids = append(ids, p.request(typeEcho, Msg{"n": i}))
+		ids = append(ids, p.request(typeEcho, msg{"n": i}))
 	}
 	got := p.answers(4)
 	for _, id := range ids[:3] {
@@ -68,11 +68,11 @@ func testRateLimited(h *H) {
 	time.Sleep(500 * time.Millisecond)
 	id = p.request(uicontrol.TypeCapabilitiesGet, nil)
 	p.response(id, uicontrol.TypeCapabilitiesList)
-	id = p.action(Msg{"actionId": actionEcho})
+	id = p.action(msg{"actionId": actionEcho})
 	checkRateLimited(h, p.next(), id, uicontrol.TypeActionRequest, time.Second)
 	// A refused request does not take a token: after a second, one passes.
 	time.Sleep(time.Second)
-	id = p.action(Msg{"actionId": actionEcho})
+	id = p.action(msg{"actionId": actionEcho})
 	p.actionEvent(uicontrol.TypeActionStarted, id, actionEcho, uicontrol.ActionExecuting)
 	p.actionEvent(uicontrol.TypeActionProgress, id, actionEcho, uicontrol.ActionExecuting)
 	p.result(id, actionEcho, uicontrol.ActionSucceeded)
@@ -84,10 +84,10 @@ func testRateLimited(h *H) {
 // Session messages are never limited: a throttled peer can still ping,
 // interrupt, resume and terminate. Nor is action.cancel: it can still
 // stop what it started.
-func testRateLimitSessionExempt(h *H) {
+func testRateLimitSessionExempt(h *h) {
 	p := h.rawAgent(h.limitedApp())
 	pl := p.handshake(actionInitialize())
-	wait := p.action(Msg{"actionId": actionWait})
+	wait := p.action(msg{"actionId": actionWait})
 	p.actionEvent(uicontrol.TypeActionStarted, wait, actionWait, uicontrol.ActionExecuting)
 	p.actionEvent(uicontrol.TypeActionProgress, wait, actionWait, uicontrol.ActionExecuting)
 	p.request(typeEcho, nil)
@@ -95,16 +95,16 @@ func testRateLimitSessionExempt(h *H) {
 	p.answers(2)
 	id := p.request(typeEcho, nil)
 	checkRateLimited(h, p.next(), id, typeEcho, time.Second)
-	c := p.request(uicontrol.TypeActionCancel, Msg{"requestId": wait})
+	c := p.request(uicontrol.TypeActionCancel, msg{"requestId": wait})
 	p.response(c, uicontrol.TypeActionCancelled)
 	p.result(wait, actionWait, uicontrol.ActionCancelled)
 	for range 5 {
-		id := p.request(uicontrol.TypePing, Msg{"nonce": "n"})
+		id := p.request(uicontrol.TypePing, msg{"nonce": "n"})
 		p.response(id, uicontrol.TypePong)
 	}
 	id = p.request(uicontrol.TypeInterrupt, nil)
 	p.response(id, uicontrol.TypeInterrupted)
-	id = p.request(uicontrol.TypeResume, Msg{"sessionId": pl["sessionId"], "resumeToken": pl["resumeToken"], "lastSeq": 2})
+	id = p.request(uicontrol.TypeResume, msg{"sessionId": pl["sessionId"], "resumeToken": pl["resumeToken"], "lastSeq": 2})
 	p.response(id, uicontrol.TypeResumed)
 	id = p.request(typeEcho, nil)
 	checkRateLimited(h, p.next(), id, typeEcho, time.Second)
@@ -114,7 +114,7 @@ func testRateLimitSessionExempt(h *H) {
 
 // The Agent gets rate_limited as an *Error that is retryable, and the
 // hint through RetryAfter; the limit is per session.
-func testRateLimitedAgent(h *H) {
+func testRateLimitedAgent(h *h) {
 	app := h.limitedApp()
 	a := h.agent(app, nil)
 	for range 3 {

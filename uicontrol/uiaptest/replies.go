@@ -39,7 +39,7 @@ func refused(code uicontrol.Code) *want { return &want{code: code} }
 // error, skipping events (whose highest seq it records). An answer to
 // any other message fails the case — a request answered twice shows up
 // here — as does no answer within a minute.
-func (p *Peer) ask(what string, m Msg) Msg {
+func (p *peer) ask(what string, m msg) msg {
 	p.h.Helper()
 	p.send(m)
 	for {
@@ -61,7 +61,7 @@ func (p *Peer) ask(what string, m Msg) Msg {
 }
 
 // expect sends m and checks that its answer is w.
-func (p *Peer) expect(what string, m Msg, w *want) {
+func (p *peer) expect(what string, m msg, w *want) {
 	p.h.Helper()
 	r := p.ask(what, m)
 	if w.typ != "" {
@@ -70,7 +70,7 @@ func (p *Peer) expect(what string, m Msg, w *want) {
 		}
 		return
 	}
-	pl, _ := r["payload"].(Msg)
+	pl, _ := r["payload"].(msg)
 	if r["kind"] != "error" || pl["code"] != string(w.code) {
 		p.h.Fatalf("%s: want error %s, got %v", what, w.code, r)
 	}
@@ -81,7 +81,7 @@ func (p *Peer) expect(what string, m Msg, w *want) {
 // connection answers every failed attempt — an invalid token is
 // unknown_session or permission_denied — and a failed attempt does not
 // use the token up.
-func testResumeInvalidSameConnection(h *H) {
+func testResumeInvalidSameConnection(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
@@ -89,26 +89,26 @@ func testResumeInvalidSameConnection(h *H) {
 	id := p.request(uicontrol.TypeInterrupt, nil)
 	p.response(id, uicontrol.TypeInterrupted)
 	for _, tc := range []struct {
-		payload Msg
+		payload msg
 		code    uicontrol.Code
 	}{
-		{Msg{"sessionId": sid, "resumeToken": "guess"}, uicontrol.CodePermissionDenied},
-		{Msg{"sessionId": sid, "resumeToken": tok + "0"}, uicontrol.CodePermissionDenied},
-		{Msg{"sessionId": sid, "resumeToken": ""}, uicontrol.CodeInvalidMessage},
-		{Msg{"sessionId": "no-such-session", "resumeToken": tok}, uicontrol.CodeUnknownSession},
-		{Msg{"sessionId": sid}, uicontrol.CodeInvalidMessage},
-		{Msg{"resumeToken": tok}, uicontrol.CodeInvalidMessage},
-		{Msg{"sessionId": sid, "resumeToken": tok, "lastSeq": 5}, uicontrol.CodeBadRequest},
+		{msg{"sessionId": sid, "resumeToken": "guess"}, uicontrol.CodePermissionDenied},
+		{msg{"sessionId": sid, "resumeToken": tok + "0"}, uicontrol.CodePermissionDenied},
+		{msg{"sessionId": sid, "resumeToken": ""}, uicontrol.CodeInvalidMessage},
+		{msg{"sessionId": "no-such-session", "resumeToken": tok}, uicontrol.CodeUnknownSession},
+		{msg{"sessionId": sid}, uicontrol.CodeInvalidMessage},
+		{msg{"resumeToken": tok}, uicontrol.CodeInvalidMessage},
+		{msg{"sessionId": sid, "resumeToken": tok, "lastSeq": 5}, uicontrol.CodeBadRequest},
 	} {
 		p.expect("session.resume", p.msg("request", uicontrol.TypeResume, tc.payload), refused(tc.code))
 	}
-	m := p.msg("request", uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": tok})
+	m := p.msg("request", uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": tok})
 	m["uiap"] = "0.2"
 	p.expect("session.resume of another version", m, refused(uicontrol.CodeUnsupportedVersion))
 	if st := app.Session(sid).State(); st != uicontrol.StateInterrupted {
 		h.Fatalf("after failed resumes: %v", st)
 	}
-	id = p.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": tok})
+	id = p.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": tok})
 	p.response(id, uicontrol.TypeResumed)
 	id = p.request(uicontrol.TypeCapabilitiesGet, nil)
 	p.response(id, uicontrol.TypeCapabilitiesList)
@@ -117,7 +117,7 @@ func testResumeInvalidSameConnection(h *H) {
 // §8.2: a session interrupted on this connection whose missed events
 // are no longer kept cannot be resumed: the resume is answered
 // unknown_session before the session ends and the connection closes.
-func testReplayLossSameConnection(h *H) {
+func testReplayLossSameConnection(h *h) {
 	app := h.app(func(o *uicontrol.AppOptions) { o.ReplayLimit = 2 })
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
@@ -130,7 +130,7 @@ func testReplayLossSameConnection(h *H) {
 			h.Fatal(err)
 		}
 	}
-	p.expect("session.resume", p.msg("request", uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": init["resumeToken"]}),
+	p.expect("session.resume", p.msg("request", uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]}),
 		refused(uicontrol.CodeUnknownSession))
 	if got := p.closed(); len(got) != 0 {
 		h.Errorf("after unknown_session: %v", got)
@@ -144,23 +144,23 @@ type replyRow struct {
 	name string
 	// msg makes the request; sid and token are the session's (empty
 	// before the handshake).
-	msg func(p *Peer, sid, token string) Msg
+	msg func(p *peer, sid, token string) msg
 	// The app side's states (testOneReplyApp), or the agent side's with
 	// New standing for INITIALIZING (testOneReplyAgent).
 	New, Active, Interrupted, Terminating *want
 }
 
 // request returns a row's msg sending a request of typ with payload.
-func request(typ string, payload Msg) func(p *Peer, sid, token string) Msg {
+func request(typ string, payload msg) func(p *peer, sid, token string) msg {
 	if payload == nil {
-		payload = Msg{}
+		payload = msg{}
 	}
-	return func(p *Peer, sid, token string) Msg { return p.msg("request", typ, payload) }
+	return func(p *peer, sid, token string) msg { return p.msg("request", typ, payload) }
 }
 
 // broken returns a row's msg sending a ping changed by f.
-func broken(f func(m Msg)) func(p *Peer, sid, token string) Msg {
-	return func(p *Peer, sid, token string) Msg {
+func broken(f func(m msg)) func(p *peer, sid, token string) msg {
+	return func(p *peer, sid, token string) msg {
 		m := p.msg("request", uicontrol.TypePing, nil)
 		f(m)
 		return m
@@ -174,18 +174,18 @@ func envelopeRows(from string) []replyRow {
 	unsupported := refused(uicontrol.CodeUnsupportedVersion)
 	pong := answered(uicontrol.TypePong)
 	return []replyRow{
-		{"a request without ts", broken(func(m Msg) { delete(m, "ts") }), invalid, invalid, invalid, invalid},
-		{"a request whose payload is not an object", broken(func(m Msg) { m["payload"] = []any{} }), invalid, invalid, invalid, invalid},
-		{"a request reusing a message id", broken(func(m Msg) { m["id"] = from + "-1" }), invalid, invalid, invalid, invalid},
-		{"a request requiring an extension not selected", broken(func(m Msg) { m["requires"] = []any{"x.unknown.ext"} }),
+		{"a request without ts", broken(func(m msg) { delete(m, "ts") }), invalid, invalid, invalid, invalid},
+		{"a request whose payload is not an object", broken(func(m msg) { m["payload"] = []any{} }), invalid, invalid, invalid, invalid},
+		{"a request reusing a message id", broken(func(m msg) { m["id"] = from + "-1" }), invalid, invalid, invalid, invalid},
+		{"a request requiring an extension not selected", broken(func(m msg) { m["requires"] = []any{"x.unknown.ext"} }),
 			refused(uicontrol.CodeUnsupportedExtension), refused(uicontrol.CodeUnsupportedExtension),
 			refused(uicontrol.CodeUnsupportedExtension), refused(uicontrol.CodeUnsupportedExtension)},
-		{"a request requiring a profile not selected", broken(func(m Msg) { m["requires"] = []any{"desktop@0.1"} }),
+		{"a request requiring a profile not selected", broken(func(m msg) { m["requires"] = []any{"desktop@0.1"} }),
 			refused(uicontrol.CodeUnsupportedProfile), refused(uicontrol.CodeUnsupportedProfile),
 			refused(uicontrol.CodeUnsupportedProfile), refused(uicontrol.CodeUnsupportedProfile)},
 		// Before the handshake uiap is the initiator's highest version and
 		// no session is named: not checked.
-		{"a request of another version", broken(func(m Msg) { m["uiap"] = "0.2" }), pong, unsupported, unsupported, unsupported},
+		{"a request of another version", broken(func(m msg) { m["uiap"] = "0.2" }), pong, unsupported, unsupported, unsupported},
 	}
 }
 
@@ -198,39 +198,39 @@ func appRows() []replyRow {
 	unknownType := refused(uicontrol.CodeUnknownMessageType)
 	noVersion := initialize()
 	noVersion["supportedVersions"] = []any{"9.0"}
-	resume := func(payload func(sid, token string) Msg) func(p *Peer, sid, token string) Msg {
-		return func(p *Peer, sid, token string) Msg {
+	resume := func(payload func(sid, token string) msg) func(p *peer, sid, token string) msg {
+		return func(p *peer, sid, token string) msg {
 			return p.msg("request", uicontrol.TypeResume, payload(sid, token))
 		}
 	}
 	rows := []replyRow{
-		{"session.ping", request(uicontrol.TypePing, Msg{"nonce": "n"}), pong, pong, pong, pong},
+		{"session.ping", request(uicontrol.TypePing, msg{"nonce": "n"}), pong, pong, pong, pong},
 		{"session.initialize without a common version", request(uicontrol.TypeInitialize, noVersion),
 			refused(uicontrol.CodeUnsupportedVersion), conflict, conflict, conflict},
-		{"session.resume of an unknown session", resume(func(string, string) Msg {
-			return Msg{"sessionId": "no-such-session", "resumeToken": "guess"}
+		{"session.resume of an unknown session", resume(func(string, string) msg {
+			return msg{"sessionId": "no-such-session", "resumeToken": "guess"}
 		}), refused(uicontrol.CodeUnknownSession), conflict, refused(uicontrol.CodeUnknownSession), conflict},
-		{"session.resume without a token", resume(func(sid, _ string) Msg { return Msg{"sessionId": sid + "x"} }),
+		{"session.resume without a token", resume(func(sid, _ string) msg { return msg{"sessionId": sid + "x"} }),
 			refused(uicontrol.CodeInvalidMessage), conflict, refused(uicontrol.CodeInvalidMessage), conflict},
-		{"session.resume with a wrong token", resume(func(sid, _ string) Msg { return Msg{"sessionId": sid, "resumeToken": "guess"} }),
+		{"session.resume with a wrong token", resume(func(sid, _ string) msg { return msg{"sessionId": sid, "resumeToken": "guess"} }),
 			nil, conflict, refused(uicontrol.CodePermissionDenied), conflict},
-		{"session.resume with lastSeq beyond the last event", resume(func(sid, token string) Msg {
-			return Msg{"sessionId": sid, "resumeToken": token, "lastSeq": 99}
+		{"session.resume with lastSeq beyond the last event", resume(func(sid, token string) msg {
+			return msg{"sessionId": sid, "resumeToken": token, "lastSeq": 99}
 		}), nil, conflict, refused(uicontrol.CodeBadRequest), conflict},
 		{"session.interrupt", request(uicontrol.TypeInterrupt, nil), sna, nil, conflict, sna},
 		{"session.terminate", request(uicontrol.TypeTerminate, nil), sna, nil, nil, nil},
 		{"an unknown session.* request", request("session.nothing", nil), sna, unknownType, sna, sna},
 		{"capabilities.get", request(uicontrol.TypeCapabilitiesGet, nil), sna, answered(uicontrol.TypeCapabilitiesList), sna, sna},
 		{"capabilities.list sent as a request", request(uicontrol.TypeCapabilitiesList, nil), sna, unknownType, sna, sna},
-		{"action.request", request(uicontrol.TypeActionRequest, Msg{"actionId": actionEcho}),
+		{"action.request", request(uicontrol.TypeActionRequest, msg{"actionId": actionEcho}),
 			sna, answered(uicontrol.TypeActionResult), sna, sna},
-		{"action.cancel of no action", request(uicontrol.TypeActionCancel, Msg{"requestId": "no-such-request"}), sna, conflict, sna, sna},
-		{"an application request", request(typeEcho, Msg{"n": 1}), sna, answered("x.test.echoed"), sna, sna},
-		{"an application request that fails", request(typeFail, Msg{"code": "bad_request"}),
+		{"action.cancel of no action", request(uicontrol.TypeActionCancel, msg{"requestId": "no-such-request"}), sna, conflict, sna, sna},
+		{"an application request", request(typeEcho, msg{"n": 1}), sna, answered("x.test.echoed"), sna, sna},
+		{"an application request that fails", request(typeFail, msg{"code": "bad_request"}),
 			sna, refused(uicontrol.CodeBadRequest), sna, sna},
 		{"an application handler that panics", request(typePanic, nil), sna, refused(uicontrol.CodeInternalError), sna, sna},
 		{"an unknown request type", request("x.nope.do", nil), sna, unknownType, sna, sna},
-		{"a request naming another session", broken(func(m Msg) { m["sessionId"] = "another-session" }),
+		{"a request naming another session", broken(func(m msg) { m["sessionId"] = "another-session" }),
 			pong, refused(uicontrol.CodeUnknownSession), refused(uicontrol.CodeUnknownSession), refused(uicontrol.CodeUnknownSession)},
 	}
 	return append(rows, envelopeRows("agent")...)
@@ -238,7 +238,7 @@ func appRows() []replyRow {
 
 // ask sends every row's request for the state that pick selects and
 // checks its answer, then that nothing more arrives.
-func (p *Peer) askAll(state string, rows []replyRow, sid, token string, pick func(r replyRow) *want) {
+func (p *peer) askAll(state string, rows []replyRow, sid, token string, pick func(r replyRow) *want) {
 	p.h.Helper()
 	for _, r := range rows {
 		if w := pick(r); w != nil {
@@ -251,7 +251,7 @@ func (p *Peer) askAll(state string, rows []replyRow, sid, token string, pick fun
 // §5, §10 rule 1 on the app side: in NEW, ACTIVE, INTERRUPTED (by the
 // agent, then by the app), TERMINATING and after TERMINATED every
 // request gets exactly one answer.
-func testOneReplyApp(h *H) {
+func testOneReplyApp(h *h) {
 	app := h.app(nil)
 	rows := appRows()
 	p := h.rawAgent(app)
@@ -268,7 +268,7 @@ func testOneReplyApp(h *H) {
 	p.askAll("INTERRUPTED by the agent", rows, sid, token, interrupted)
 	resume := func() {
 		h.Helper()
-		id := p.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": token, "lastSeq": p.lastSeq})
+		id := p.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": token, "lastSeq": p.lastSeq})
 		token = p.response(id, uicontrol.TypeResumed)["resumeToken"].(string)
 	}
 	resume()
@@ -281,7 +281,7 @@ func testOneReplyApp(h *H) {
 	if req["kind"] != "request" || req["type"] != uicontrol.TypeInterrupt {
 		h.Fatalf("want the app's session.interrupt, got %v", req)
 	}
-	p.respond(req, uicontrol.TypeInterrupted, Msg{"status": "interrupted"})
+	p.respond(req, uicontrol.TypeInterrupted, msg{"status": "interrupted"})
 	if err := <-done; err != nil {
 		h.Fatalf("Interrupt: %v", err)
 	}
@@ -306,7 +306,7 @@ func testOneReplyApp(h *H) {
 	// unknown.
 	q := h.rawAgent(app)
 	q.n = 1000
-	q.expect("TERMINATED: session.resume", q.msg("request", uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": token}),
+	q.expect("TERMINATED: session.resume", q.msg("request", uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": token}),
 		refused(uicontrol.CodeUnknownSession))
 	q.expect("TERMINATED: session.ping", q.msg("request", uicontrol.TypePing, nil), answered(uicontrol.TypePong))
 	q.silence()
@@ -321,14 +321,14 @@ func agentRows() []replyRow {
 	pong := answered(uicontrol.TypePong)
 	unknownType := refused(uicontrol.CodeUnknownMessageType)
 	rows := []replyRow{
-		{"session.ping", request(uicontrol.TypePing, Msg{"nonce": "n"}), pong, pong, pong, pong},
+		{"session.ping", request(uicontrol.TypePing, msg{"nonce": "n"}), pong, pong, pong, pong},
 		{"session.initialize", request(uicontrol.TypeInitialize, initialize()), conflict, conflict, conflict, conflict},
-		{"session.resume", request(uicontrol.TypeResume, Msg{"sessionId": "s-1", "resumeToken": "t"}), conflict, conflict, conflict, conflict},
+		{"session.resume", request(uicontrol.TypeResume, msg{"sessionId": "s-1", "resumeToken": "t"}), conflict, conflict, conflict, conflict},
 		{"session.interrupt", request(uicontrol.TypeInterrupt, nil), sna, nil, conflict, sna},
 		{"session.terminate", request(uicontrol.TypeTerminate, nil), sna, nil, nil, nil},
 		{"an unknown session.* request", request("session.nothing", nil), sna, unknownType, sna, sna},
 		{"capabilities.get", request(uicontrol.TypeCapabilitiesGet, nil), sna, unknownType, sna, sna},
-		{"action.confirm", request(uicontrol.TypeActionConfirm, Msg{"requestId": "r-1", "actionId": actionPay, "risk": "high"}),
+		{"action.confirm", request(uicontrol.TypeActionConfirm, msg{"requestId": "r-1", "actionId": actionPay, "risk": "high"}),
 			sna, answered(uicontrol.TypeActionConfirmed), sna, sna},
 		{"an application request", request("x.app.ask", nil), sna, unknownType, sna, sna},
 	}
@@ -338,7 +338,7 @@ func agentRows() []replyRow {
 // §5, §10 rule 1 on the agent side: in INITIALIZING, ACTIVE,
 // INTERRUPTED and TERMINATING every request from the app gets exactly
 // one answer.
-func testOneReplyAgent(h *H) {
+func testOneReplyAgent(h *h) {
 	rows := agentRows()
 	p, end := h.rawApp()
 	type connected struct {
@@ -356,8 +356,8 @@ func testOneReplyAgent(h *H) {
 	}
 	p.askAll("INITIALIZING", rows, "", "", func(r replyRow) *want { return r.New })
 	p.sessionID = "s-1"
-	r := p.msg("response", uicontrol.TypeInitialized, Msg{"sessionId": "s-1", "selectedVersion": "0.1", "capabilityDelivery": "none",
-		"resumeToken": "t-1", "selectedExtensions": []any{Msg{"id": extAction, "version": "0.1"}}})
+	r := p.msg("response", uicontrol.TypeInitialized, msg{"sessionId": "s-1", "selectedVersion": "0.1", "capabilityDelivery": "none",
+		"resumeToken": "t-1", "selectedExtensions": []any{msg{"id": extAction, "version": "0.1"}}})
 	r["correlationId"] = init["id"]
 	p.send(r)
 	c := <-got

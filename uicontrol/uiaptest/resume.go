@@ -26,7 +26,7 @@ func resumeCases() []testCase {
 }
 
 // lose simulates a transport loss and waits until both sides noticed.
-func lose(h *H, end interface{ Close() error }) {
+func lose(h *h, end interface{ Close() error }) {
 	_ = end.Close()
 	synctest.Wait()
 }
@@ -34,7 +34,7 @@ func lose(h *H, end interface{ Close() error }) {
 // §8.2 with a real agent: after a transport loss both sides are
 // INTERRUPTED; Resume over a new connection returns to ACTIVE and
 // delivers the events sent meanwhile, once each, in order.
-func testResumeAfterLoss(h *H) {
+func testResumeAfterLoss(h *h) {
 	app := h.app(nil)
 	var mu sync.Mutex
 	var got []string
@@ -86,15 +86,15 @@ func testResumeAfterLoss(h *H) {
 
 // Events after lastSeq are replayed (new ids, same seq and ts); earlier
 // ones are not.
-func testReplayAfterSeq(h *H) {
+func testReplayAfterSeq(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
 	sid := init["sessionId"].(string)
 	s := app.Session(sid)
-	var sent []Msg
+	var sent []msg
 	for i := range 3 {
-		if err := s.Emit(h.ctx(), "x.test.tick", Msg{"i": i}); err != nil {
+		if err := s.Emit(h.ctx(), "x.test.tick", msg{"i": i}); err != nil {
 			h.Fatal(err)
 		}
 		sent = append(sent, p.next())
@@ -102,7 +102,7 @@ func testReplayAfterSeq(h *H) {
 	lose(h, p.tr)
 	q := h.rawAgent(app)
 	q.n = 100 // new ids: they must be unique in the session
-	id := q.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": 1})
+	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": 1})
 	pl := q.response(id, uicontrol.TypeResumed)
 	if pl["sessionId"] != sid {
 		h.Errorf("resumed = %v", pl)
@@ -117,7 +117,7 @@ func testReplayAfterSeq(h *H) {
 		}
 	}
 	q.silence()
-	if err := s.Emit(h.ctx(), "x.test.tick", Msg{"i": 3}); err != nil {
+	if err := s.Emit(h.ctx(), "x.test.tick", msg{"i": 3}); err != nil {
 		h.Fatal(err)
 	}
 	if got := q.next(); got["seq"] != 4.0 {
@@ -127,7 +127,7 @@ func testReplayAfterSeq(h *H) {
 
 // §8.2, §16: resume tokens are short-lived; after the resume window the
 // session is gone (unknown_session).
-func testResumeExpired(h *H) {
+func testResumeExpired(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
@@ -143,7 +143,7 @@ func testResumeExpired(h *H) {
 	}
 	q := h.rawAgent(app)
 	q.n = 100
-	id := q.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
 	q.error(id, uicontrol.CodeUnknownSession)
 
 	// The agent side: an expired session terminates the agent.
@@ -164,7 +164,7 @@ func testResumeExpired(h *H) {
 }
 
 // §8.2: a resume token is single-use.
-func testResumeTokenReused(h *H) {
+func testResumeTokenReused(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
@@ -172,14 +172,14 @@ func testResumeTokenReused(h *H) {
 	lose(h, p.tr)
 	q := h.rawAgent(app)
 	q.n = 100
-	id := q.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": t1})
+	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": t1})
 	t2 := q.response(id, uicontrol.TypeResumed)["resumeToken"]
 	lose(h, q.tr)
 	r := h.rawAgent(app)
 	r.n = 200
-	id = r.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": t1})
+	id = r.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": t1})
 	r.error(id, uicontrol.CodePermissionDenied)
-	id = r.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": t2})
+	id = r.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": t2})
 	r.response(id, uicontrol.TypeResumed)
 	r.sessionID = sid
 	id = r.request(uicontrol.TypeCapabilitiesGet, nil)
@@ -187,7 +187,7 @@ func testResumeTokenReused(h *H) {
 }
 
 // §8.2: an invalid token is unknown_session or permission_denied.
-func testResumeInvalid(h *H) {
+func testResumeInvalid(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
@@ -196,15 +196,15 @@ func testResumeInvalid(h *H) {
 	q := h.rawAgent(app)
 	q.n = 100
 	for _, tc := range []struct {
-		payload Msg
+		payload msg
 		code    uicontrol.Code
 	}{
-		{Msg{"sessionId": sid, "resumeToken": "guess"}, uicontrol.CodePermissionDenied},
-		{Msg{"sessionId": sid, "resumeToken": init["resumeToken"].(string) + "0"}, uicontrol.CodePermissionDenied},
-		{Msg{"sessionId": "no-such-session", "resumeToken": init["resumeToken"]}, uicontrol.CodeUnknownSession},
-		{Msg{"sessionId": sid}, uicontrol.CodeInvalidMessage},
-		{Msg{"resumeToken": init["resumeToken"]}, uicontrol.CodeInvalidMessage},
-		{Msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": 5}, uicontrol.CodeBadRequest},
+		{msg{"sessionId": sid, "resumeToken": "guess"}, uicontrol.CodePermissionDenied},
+		{msg{"sessionId": sid, "resumeToken": init["resumeToken"].(string) + "0"}, uicontrol.CodePermissionDenied},
+		{msg{"sessionId": "no-such-session", "resumeToken": init["resumeToken"]}, uicontrol.CodeUnknownSession},
+		{msg{"sessionId": sid}, uicontrol.CodeInvalidMessage},
+		{msg{"resumeToken": init["resumeToken"]}, uicontrol.CodeInvalidMessage},
+		{msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": 5}, uicontrol.CodeBadRequest},
 	} {
 		id := q.request(uicontrol.TypeResume, tc.payload)
 		q.error(id, tc.code)
@@ -213,16 +213,16 @@ func testResumeInvalid(h *H) {
 	id := q.request(uicontrol.TypeCapabilitiesGet, nil)
 	q.error(id, uicontrol.CodeSessionNotActive)
 	// A failed attempt does not use the token up.
-	m := q.msg("request", uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	m := q.msg("request", uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
 	m["uiap"] = "0.2"
 	q.send(m)
 	q.error(m["id"].(string), uicontrol.CodeUnsupportedVersion)
-	id = q.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	id = q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
 	q.response(id, uicontrol.TypeResumed)
 }
 
 // §16: tokens are random and distinct.
-func testResumeTokensRandom(h *H) {
+func testResumeTokensRandom(h *h) {
 	app := h.app(nil)
 	seen := map[string]bool{}
 	for range 5 {
@@ -236,14 +236,14 @@ func testResumeTokensRandom(h *H) {
 
 // A resume over a new connection while the old one still looks alive
 // (a half-open connection) replaces it.
-func testResumeTakeover(h *H) {
+func testResumeTakeover(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
 	sid := init["sessionId"].(string)
 	q := h.rawAgent(app)
 	q.n = 100
-	id := q.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
 	q.response(id, uicontrol.TypeResumed)
 	p.closed()
 	q.sessionID = sid
@@ -256,7 +256,7 @@ func testResumeTakeover(h *H) {
 
 // When events the agent missed are no longer kept, the session cannot be
 // resumed faithfully: unknown_session, and it ends.
-func testReplayLoss(h *H) {
+func testReplayLoss(h *h) {
 	app := h.app(func(o *uicontrol.AppOptions) { o.ReplayLimit = 2 })
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
@@ -270,14 +270,14 @@ func testReplayLoss(h *H) {
 	}
 	q := h.rawAgent(app)
 	q.n = 100
-	id := q.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
 	q.error(id, uicontrol.CodeUnknownSession)
 	<-s.Done()
 }
 
 // An event the transport does not take in time ends the connection; the
 // agent gets it, and every later one, by replay.
-func testStuckConnection(h *H) {
+func testStuckConnection(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
@@ -286,7 +286,7 @@ func testStuckConnection(h *H) {
 	const n = 200
 	for i := range n {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := s.Emit(ctx, "x.test.tick", Msg{"i": i})
+		err := s.Emit(ctx, "x.test.tick", msg{"i": i})
 		cancel()
 		if err != nil {
 			h.Fatalf("Emit %d: %v", i, err)
@@ -302,10 +302,10 @@ func testStuckConnection(h *H) {
 	}
 	q := h.rawAgent(app)
 	q.n = 1000
-	id := q.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": last})
+	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": last})
 	q.response(id, uicontrol.TypeResumed)
 	for want := last + 1; want <= n; want++ {
-		if m := q.next(); m["seq"] != want || m["payload"].(Msg)["i"] != want-1 {
+		if m := q.next(); m["seq"] != want || m["payload"].(msg)["i"] != want-1 {
 			h.Fatalf("replayed %v, want seq %v", m, want)
 		}
 	}

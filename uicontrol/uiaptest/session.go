@@ -25,7 +25,7 @@ func sessionCases() []testCase {
 
 // §7.2 rule 3: before a successful handshake only session messages are
 // processed.
-func testBeforeHandshake(h *H) {
+func testBeforeHandshake(h *h) {
 	p := h.rawAgent(h.app(nil))
 	for _, typ := range []string{uicontrol.TypeCapabilitiesGet, typeEcho, "x.nope.do", uicontrol.TypeTerminate, uicontrol.TypeInterrupt} {
 		id := p.request(typ, nil)
@@ -33,7 +33,7 @@ func testBeforeHandshake(h *H) {
 	}
 	p.send(p.msg("event", "x.test.happened", nil))
 	// A ping is a session message: answered.
-	id := p.request(uicontrol.TypePing, Msg{"nonce": "early"})
+	id := p.request(uicontrol.TypePing, msg{"nonce": "early"})
 	if pl := p.response(id, uicontrol.TypePong); pl["nonce"] != "early" {
 		h.Errorf("pong = %v", pl)
 	}
@@ -43,20 +43,20 @@ func testBeforeHandshake(h *H) {
 }
 
 // The handshake of the spec's examples (§14.1 → §14.2).
-func testSpecExample(h *H) {
+func testSpecExample(h *h) {
 	p := h.rawAgent(h.app(nil))
-	m := rawJSON(specInitialize).(Msg)
+	m := rawJSON(specInitialize).(msg)
 	p.send(m)
 	got := p.next()
-	want := rawJSON(specInitialized).(Msg)
+	want := rawJSON(specInitialized).(msg)
 	if got["kind"] != "response" || got["type"] != want["type"] || got["correlationId"] != "msg_1" {
 		h.Fatalf("reply = %v", got)
 	}
-	pl := got["payload"].(Msg)
+	pl := got["payload"].(msg)
 	if got["sessionId"] != pl["sessionId"] {
 		h.Errorf("sessionId %v in envelope, %v in payload", got["sessionId"], pl["sessionId"])
 	}
-	wantPl := want["payload"].(Msg)
+	wantPl := want["payload"].(msg)
 	for _, k := range []string{"selectedVersion", "selectedProfiles", "selectedExtensions", "capabilityDelivery"} {
 		if d := jsonEqual(h, wantPl[k], pl[k]); d != "" {
 			h.Errorf("%s (-want +got):\n%s", k, d)
@@ -71,7 +71,7 @@ func testSpecExample(h *H) {
 }
 
 // A second session.initialize on an active session is state_conflict.
-func testSecondInitialize(h *H) {
+func testSecondInitialize(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	first := p.handshake(initialize())
@@ -85,7 +85,7 @@ func testSecondInitialize(h *H) {
 }
 
 // A failed handshake creates no session: the initiator may offer again.
-func testFailedHandshakeRetry(h *H) {
+func testFailedHandshakeRetry(h *h) {
 	p := h.rawAgent(h.app(nil))
 	bad := initialize()
 	bad["supportedVersions"] = []any{"9.0"}
@@ -98,12 +98,12 @@ func testFailedHandshakeRetry(h *H) {
 
 // §8.3: while INTERRUPTED only session messages are processed; resume
 // with the token returns to ACTIVE.
-func testInterrupt(h *H) {
+func testInterrupt(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
 	sid := init["sessionId"].(string)
-	id := p.request(uicontrol.TypeInterrupt, Msg{"reason": "user takes over", "by": "user"})
+	id := p.request(uicontrol.TypeInterrupt, msg{"reason": "user takes over", "by": "user"})
 	if pl := p.response(id, uicontrol.TypeInterrupted); pl["status"] != "interrupted" || pl["reason"] != "user takes over" {
 		h.Errorf("interrupted = %v", pl)
 	}
@@ -125,7 +125,7 @@ func testInterrupt(h *H) {
 		h.Fatal(err)
 	}
 	p.silence()
-	id = p.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	id = p.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
 	pl := p.response(id, uicontrol.TypeResumed)
 	if pl["sessionId"] != sid || pl["selectedVersion"] != "0.1" {
 		h.Errorf("resumed = %v", pl)
@@ -139,12 +139,12 @@ func testInterrupt(h *H) {
 	}
 	id = p.request(uicontrol.TypeCapabilitiesGet, nil)
 	p.response(id, uicontrol.TypeCapabilitiesList)
-	id = p.request(uicontrol.TypeResume, Msg{"sessionId": sid, "resumeToken": pl["resumeToken"]})
+	id = p.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": pl["resumeToken"]})
 	p.error(id, uicontrol.CodeStateConflict)
 }
 
 // The app interrupts (§8.3); the agent is INTERRUPTED until it resumes.
-func testAppInterrupts(h *H) {
+func testAppInterrupts(h *h) {
 	app := h.app(nil)
 	a := h.agent(app, nil)
 	s := app.Session(a.Session().ID)
@@ -184,11 +184,11 @@ func testAppInterrupts(h *H) {
 }
 
 // §8.5: after session.terminated nothing is processed.
-func testTerminateThenSilence(h *H) {
+func testTerminateThenSilence(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	sid := p.handshake(initialize())["sessionId"].(string)
-	id := p.request(uicontrol.TypeTerminate, Msg{"reason": "normal"})
+	id := p.request(uicontrol.TypeTerminate, msg{"reason": "normal"})
 	if pl := p.response(id, uicontrol.TypeTerminated); pl["status"] != "terminated" || pl["reason"] != "normal" {
 		h.Errorf("terminated = %v", pl)
 	}
@@ -204,7 +204,7 @@ func testTerminateThenSilence(h *H) {
 	}
 }
 
-func testAgentTerminates(h *H) {
+func testAgentTerminates(h *h) {
 	app := h.app(nil)
 	a := h.agent(app, nil)
 	s := app.Session(a.Session().ID)
@@ -223,7 +223,7 @@ func testAgentTerminates(h *H) {
 	}
 }
 
-func testAppTerminates(h *H) {
+func testAppTerminates(h *h) {
 	app := h.app(nil)
 	a := h.agent(app, nil)
 	s := app.Session(a.Session().ID)
@@ -240,7 +240,7 @@ func testAppTerminates(h *H) {
 }
 
 // §7.1: INTERRUPTED → TERMINATING via session.terminate.
-func testTerminateInterrupted(h *H) {
+func testTerminateInterrupted(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	p.handshake(initialize())
@@ -253,7 +253,7 @@ func testTerminateInterrupted(h *H) {
 
 // §7.1: a fatal transport error terminates a session that cannot be
 // resumed.
-func testFatalTransportError(h *H) {
+func testFatalTransportError(h *h) {
 	app := h.app(func(o *uicontrol.AppOptions) { o.ResumeWindow = -1 })
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
@@ -279,7 +279,7 @@ func testFatalTransportError(h *H) {
 }
 
 // The agent answers the app's session requests and refuses the rest.
-func testAgentAnswers(h *H) {
+func testAgentAnswers(h *h) {
 	p, end := h.rawApp()
 	done := make(chan *uicontrol.Agent)
 	go func() {
@@ -291,7 +291,7 @@ func testAgentAnswers(h *H) {
 	}()
 	init := p.next()
 	p.sessionID = "s-1"
-	r := p.msg("response", uicontrol.TypeInitialized, Msg{"sessionId": "s-1", "selectedVersion": "0.1", "capabilityDelivery": "none"})
+	r := p.msg("response", uicontrol.TypeInitialized, msg{"sessionId": "s-1", "selectedVersion": "0.1", "capabilityDelivery": "none"})
 	r["correlationId"] = init["id"]
 	p.send(r)
 	a := <-done
@@ -299,7 +299,7 @@ func testAgentAnswers(h *H) {
 		return
 	}
 	defer a.Close()
-	id := p.request(uicontrol.TypePing, Msg{"nonce": "abc"})
+	id := p.request(uicontrol.TypePing, msg{"nonce": "abc"})
 	if pl := p.response(id, uicontrol.TypePong); pl["nonce"] != "abc" {
 		h.Errorf("pong = %v", pl)
 	}
@@ -320,7 +320,7 @@ func testAgentAnswers(h *H) {
 	p.send(m)
 	p.error(m["id"].(string), uicontrol.CodeUnsupportedVersion)
 	// No resume token: terminating ends the agent.
-	id = p.request(uicontrol.TypeTerminate, Msg{"reason": "normal"})
+	id = p.request(uicontrol.TypeTerminate, msg{"reason": "normal"})
 	p.response(id, uicontrol.TypeTerminated)
 	<-a.Done()
 	if a.State() != uicontrol.StateTerminated || a.Err() != nil {

@@ -46,7 +46,7 @@ func Run(t *testing.T, newPair NewPair) {
 	for _, c := range cases() {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c.run(&H{T: t, newPair: newPair})
+				c.run(&h{T: t, newPair: newPair})
 			})
 		})
 	}
@@ -54,7 +54,7 @@ func Run(t *testing.T, newPair NewPair) {
 
 type testCase struct {
 	name string
-	run  func(h *H)
+	run  func(h *h)
 }
 
 func cases() []testCase {
@@ -72,8 +72,8 @@ func cases() []testCase {
 	return all
 }
 
-// H is the harness of one case.
-type H struct {
+// h is the harness of one case.
+type h struct {
 	*testing.T
 	newPair NewPair
 }
@@ -116,7 +116,7 @@ func mustDoc(t testing.TB, s string) *uicontrol.CapabilityDocument {
 
 // app starts the suite's app; mod adjusts its options. It is closed
 // when the case ends.
-func (h *H) app(mod func(*uicontrol.AppOptions)) *uicontrol.App {
+func (h *h) app(mod func(*uicontrol.AppOptions)) *uicontrol.App {
 	h.Helper()
 	opts := uicontrol.AppOptions{
 		Source:         uicontrol.EndpointRef{Role: "app", ID: "uiaptest-app"},
@@ -155,7 +155,7 @@ func (h *H) app(mod func(*uicontrol.AppOptions)) *uicontrol.App {
 
 // connect opens a connection served by app and returns its agent end,
 // closed when the case ends.
-func (h *H) connect(app *uicontrol.App) uicontrol.Transport {
+func (h *h) connect(app *uicontrol.App) uicontrol.Transport {
 	appEnd, agentEnd := h.newPair(h.T)
 	go func() { _ = app.Serve(context.Background(), appEnd) }()
 	h.Cleanup(func() { _ = agentEnd.Close() })
@@ -163,12 +163,12 @@ func (h *H) connect(app *uicontrol.App) uicontrol.Transport {
 }
 
 // rawAgent connects to app and returns a hand-driven agent peer.
-func (h *H) rawAgent(app *uicontrol.App) *Peer {
-	return &Peer{h: h, tr: h.connect(app), from: "agent", ids: map[string]bool{}}
+func (h *h) rawAgent(app *uicontrol.App) *peer {
+	return &peer{h: h, tr: h.connect(app), from: "agent", ids: map[string]bool{}}
 }
 
 // agent connects a uicontrol.Agent to app.
-func (h *H) agent(app *uicontrol.App, opts *uicontrol.AgentOptions) *uicontrol.Agent {
+func (h *h) agent(app *uicontrol.App, opts *uicontrol.AgentOptions) *uicontrol.Agent {
 	h.Helper()
 	a, err := uicontrol.Connect(h.ctx(), h.connect(app), opts)
 	if err != nil {
@@ -180,25 +180,25 @@ func (h *H) agent(app *uicontrol.App, opts *uicontrol.AgentOptions) *uicontrol.A
 
 // rawApp returns a hand-driven app peer and the agent end of its
 // connection, for checking a uicontrol.Agent.
-func (h *H) rawApp() (*Peer, uicontrol.Transport) {
+func (h *h) rawApp() (*peer, uicontrol.Transport) {
 	appEnd, agentEnd := h.newPair(h.T)
 	h.Cleanup(func() { _ = appEnd.Close() })
-	return &Peer{h: h, tr: appEnd, from: "app", ids: map[string]bool{}}, agentEnd
+	return &peer{h: h, tr: appEnd, from: "app", ids: map[string]bool{}}, agentEnd
 }
 
 // timeoutOfAsk is how long a request may go unanswered (bubble time).
 const timeoutOfAsk = time.Minute
 
 // ctx returns a context for one operation: a minute of (bubble) time.
-func (h *H) ctx() context.Context {
+func (h *h) ctx() context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	h.Cleanup(cancel)
 	return ctx
 }
 
-// Peer drives one end of a connection by hand.
-type Peer struct {
-	h         *H
+// peer drives one end of a connection by hand.
+type peer struct {
+	h         *h
 	tr        uicontrol.Transport
 	from      string // "agent" or "app": the role this peer plays
 	n         int
@@ -207,16 +207,16 @@ type Peer struct {
 	lastSeq   float64         // the highest seq of the events ask skipped
 }
 
-// Msg is a message as a generic JSON object.
-type Msg = map[string]any
+// msg is a message as a generic JSON object.
+type msg = map[string]any
 
 // msg returns a valid message of this peer.
-func (p *Peer) msg(kind, typ string, payload any) Msg {
+func (p *peer) msg(kind, typ string, payload any) msg {
 	p.n++
-	m := Msg{"uiap": "0.1", "kind": kind, "type": typ, "id": fmt.Sprintf("%s-%d", p.from, p.n),
-		"ts": "2026-03-26T13:00:00.000Z", "source": Msg{"role": p.from, "id": "uiaptest-" + p.from}, "payload": payload}
+	m := msg{"uiap": "0.1", "kind": kind, "type": typ, "id": fmt.Sprintf("%s-%d", p.from, p.n),
+		"ts": "2026-03-26T13:00:00.000Z", "source": msg{"role": p.from, "id": "uiaptest-" + p.from}, "payload": payload}
 	if payload == nil {
-		m["payload"] = Msg{}
+		m["payload"] = msg{}
 	}
 	if p.sessionID != "" {
 		m["sessionId"] = p.sessionID
@@ -224,7 +224,7 @@ func (p *Peer) msg(kind, typ string, payload any) Msg {
 	return m
 }
 
-func (p *Peer) send(m Msg) {
+func (p *peer) send(m msg) {
 	p.h.Helper()
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -233,7 +233,7 @@ func (p *Peer) send(m Msg) {
 	p.sendRaw(b)
 }
 
-func (p *Peer) sendRaw(b []byte) {
+func (p *peer) sendRaw(b []byte) {
 	p.h.Helper()
 	if err := p.tr.Send(p.h.ctx(), b); err != nil {
 		p.h.Fatalf("send: %v", err)
@@ -241,7 +241,7 @@ func (p *Peer) sendRaw(b []byte) {
 }
 
 // request sends a request and returns its id.
-func (p *Peer) request(typ string, payload any) string {
+func (p *peer) request(typ string, payload any) string {
 	p.h.Helper()
 	m := p.msg("request", typ, payload)
 	p.send(m)
@@ -250,7 +250,7 @@ func (p *Peer) request(typ string, payload any) string {
 
 // next receives one message within a minute, checks it against the
 // envelope rules, and returns it.
-func (p *Peer) next() Msg {
+func (p *peer) next() msg {
 	p.h.Helper()
 	m, err := p.receive(time.Minute)
 	if err != nil {
@@ -259,7 +259,7 @@ func (p *Peer) next() Msg {
 	return m
 }
 
-func (p *Peer) receive(wait time.Duration) (Msg, error) {
+func (p *peer) receive(wait time.Duration) (msg, error) {
 	p.h.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -268,7 +268,7 @@ func (p *Peer) receive(wait time.Duration) (Msg, error) {
 		return nil, err
 	}
 	checkWire(p.h, b, p.ids)
-	var m Msg
+	var m msg
 	if err := json.Unmarshal(b, &m); err != nil {
 		p.h.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func (p *Peer) receive(wait time.Duration) (Msg, error) {
 // checkWire checks a message the implementation sent: it passes
 // DecodeEnvelope (§4.1), speaks 0.1 (§11), has an id new in the
 // connection (§3), and a response carries correlationId.
-func checkWire(h *H, b []byte, seen map[string]bool) {
+func checkWire(h *h, b []byte, seen map[string]bool) {
 	h.Helper()
 	e, err := uicontrol.DecodeEnvelope(b)
 	if err != nil {
@@ -295,7 +295,7 @@ func checkWire(h *H, b []byte, seen map[string]bool) {
 
 // silence checks that nothing arrives for ten seconds (or the
 // connection closes).
-func (p *Peer) silence() {
+func (p *peer) silence() {
 	p.h.Helper()
 	m, err := p.receive(10 * time.Second)
 	if err == nil {
@@ -308,9 +308,9 @@ func (p *Peer) silence() {
 
 // closed checks that the connection is closed, after any messages sent
 // before the close (returned).
-func (p *Peer) closed() []Msg {
+func (p *peer) closed() []msg {
 	p.h.Helper()
-	var got []Msg
+	var got []msg
 	for {
 		m, err := p.receive(time.Minute)
 		if errors.Is(err, uicontrol.ErrClosed) {
@@ -325,23 +325,23 @@ func (p *Peer) closed() []Msg {
 
 // response expects the response of type typ to request id and returns
 // its payload.
-func (p *Peer) response(id, typ string) Msg {
+func (p *peer) response(id, typ string) msg {
 	p.h.Helper()
 	m := p.next()
 	if m["kind"] != "response" || m["type"] != typ || m["correlationId"] != id {
 		p.h.Fatalf("want response %s to %s, got %v", typ, id, m)
 	}
-	return m["payload"].(Msg)
+	return m["payload"].(msg)
 }
 
 // error expects an error answering the message id ("" for one whose id
 // could not be read) with the code, and returns its payload.
-func (p *Peer) error(id string, code uicontrol.Code) Msg {
+func (p *peer) error(id string, code uicontrol.Code) msg {
 	p.h.Helper()
 	return checkError(p.h, p.next(), id, code)
 }
 
-func checkError(h *H, m Msg, id string, code uicontrol.Code) Msg {
+func checkError(h *h, m msg, id string, code uicontrol.Code) msg {
 	h.Helper()
 	if m["kind"] != "error" || m["type"] != "error" {
 		h.Fatalf("want error %s, got %v", code, m)
@@ -353,7 +353,7 @@ func checkError(h *H, m Msg, id string, code uicontrol.Code) Msg {
 	if id != "" && corr != id {
 		h.Errorf("error correlationId = %v, want %q", corr, id)
 	}
-	pl := m["payload"].(Msg)
+	pl := m["payload"].(msg)
 	if pl["code"] != string(code) {
 		h.Fatalf("error code = %v (%v), want %s", pl["code"], pl["message"], code)
 	}
@@ -370,26 +370,26 @@ func checkError(h *H, m Msg, id string, code uicontrol.Code) Msg {
 
 // initialize is a session.initialize payload offering what the suite's
 // app supports.
-func initialize() Msg {
-	return Msg{
+func initialize() msg {
+	return msg{
 		"supportedVersions":   []any{"0.1"},
 		"supportedProfiles":   []any{profileWeb},
-		"supportedExtensions": []any{Msg{"id": extPolicy, "versions": []any{"0.1"}}},
+		"supportedExtensions": []any{msg{"id": extPolicy, "versions": []any{"0.1"}}},
 		"capabilityDelivery":  "deferred",
-		"peer":                Msg{"role": "agent", "name": "uiaptest"},
+		"peer":                msg{"role": "agent", "name": "uiaptest"},
 	}
 }
 
 // handshake initializes a session with payload and returns the
 // session.initialized payload.
-func (p *Peer) handshake(payload Msg) Msg {
+func (p *peer) handshake(payload msg) msg {
 	p.h.Helper()
 	id := p.request(uicontrol.TypeInitialize, payload)
 	m := p.next()
 	if m["kind"] != "response" || m["type"] != uicontrol.TypeInitialized || m["correlationId"] != id {
 		p.h.Fatalf("want session.initialized, got %v", m)
 	}
-	pl := m["payload"].(Msg)
+	pl := m["payload"].(msg)
 	sid, _ := pl["sessionId"].(string)
 	if sid == "" || m["sessionId"] != sid {
 		p.h.Fatalf("session.initialized: sessionId %v in the envelope, %v in the payload", m["sessionId"], pl["sessionId"])
@@ -399,7 +399,7 @@ func (p *Peer) handshake(payload Msg) Msg {
 }
 
 // jsonEqual reports the difference between two JSON values (-want +got).
-func jsonEqual(h *H, want, got any) string {
+func jsonEqual(h *h, want, got any) string {
 	h.Helper()
 	norm := func(v any) any {
 		b, err := json.Marshal(v)
@@ -422,7 +422,7 @@ func rawJSON(s string) any {
 }
 
 // keys returns the sorted member names of an object.
-func keys(m Msg) []string {
+func keys(m msg) []string {
 	var k []string
 	for n := range m {
 		k = append(k, n)

@@ -11,16 +11,16 @@ import (
 	"github.com/agentry-dev/agentry/workflow"
 )
 
-// State is an entry of the document's states section: a stage.
-type State struct {
+// state is an entry of the document's states section: a stage.
+type state struct {
 	ID            string   `json:"id"`
 	Description   string   `json:"description,omitempty"`
 	Current       bool     `json:"current,omitempty"`
 	Prerequisites []string `json:"prerequisites,omitempty"`
 }
 
-// Action is an entry of the document's actions section.
-type Action struct {
+// action is an entry of the document's actions section.
+type action struct {
 	ID          string `json:"id"`
 	Kind        string `json:"kind"` // "task", "transition" or "state_input"
 	Description string `json:"description"`
@@ -28,7 +28,7 @@ type Action struct {
 	Args map[string]any `json:"args"`
 	Risk uicontrol.Risk `json:"risk"`
 	// ReadOnly marks a task whose declared tier is read_only: the agent
-	// side may run it ungoverned (uiapagent.TierOf maps it to read_only).
+	// side may run it ungoverned (uiapagent maps it to read_only).
 	ReadOnly bool `json:"readOnly,omitempty"`
 }
 
@@ -45,13 +45,13 @@ var noArgs = map[string]any{"type": "object", "properties": map[string]any{}, "a
 // document builds the capability document of a UAIP session.
 func (s *Server) document(sess *workflow.Session) *uicontrol.CapabilityDocument {
 	wf := s.wf
-	var states []State
+	var states []state
 	for _, name := range wf.StageNames() {
 		st := wf.Stages[name]
-		states = append(states, State{ID: name, Description: st.Description, Current: name == sess.Stage,
+		states = append(states, state{ID: name, Description: st.Description, Current: name == sess.Stage,
 			Prerequisites: st.Prerequisites})
 	}
-	var actions []Action
+	var actions []action
 	risk := map[string]uicontrol.Risk{}
 	if st := wf.Stages[sess.Stage]; st != nil {
 		names := make([]string, 0, len(st.Tasks))
@@ -61,8 +61,8 @@ func (s *Server) document(sess *workflow.Session) *uicontrol.CapabilityDocument 
 		slices.Sort(names)
 		for _, n := range names {
 			t := st.Tasks[n]
-			actions = append(actions, Action{ID: n, Kind: "task", Description: t.Description, Args: t.Parameters,
-				Risk: RiskOf(t.Risk), ReadOnly: t.Risk == workflow.RiskReadOnly})
+			actions = append(actions, action{ID: n, Kind: "task", Description: t.Description, Args: t.Parameters,
+				Risk: riskOf(t.Risk), ReadOnly: t.Risk == workflow.RiskReadOnly})
 		}
 	}
 	for _, to := range wf.Transitions[sess.Stage] {
@@ -72,13 +72,13 @@ func (s *Server) document(sess *workflow.Session) *uicontrol.CapabilityDocument 
 				d += " (" + strings.TrimSuffix(st.Description, ".") + ")"
 			}
 			if len(st.Prerequisites) > 0 {
-				d += "; needs the state keys " + strings.Join(st.Prerequisites, ", ") + " set (" + ActionStateInput + ")"
+				d += "; needs the state keys " + strings.Join(st.Prerequisites, ", ") + " set (" + actionStateInput + ")"
 			}
 		}
-		actions = append(actions, Action{ID: TransitionPrefix + to, Kind: "transition", Description: d + ".",
+		actions = append(actions, action{ID: transitionPrefix + to, Kind: "transition", Description: d + ".",
 			Args: noArgs, Risk: uicontrol.RiskMedium})
 	}
-	actions = append(actions, Action{ID: ActionStateInput, Kind: "state_input",
+	actions = append(actions, action{ID: actionStateInput, Kind: "state_input",
 		Description: `Set values in the workflow session state (keys are flat strings such as "user.email"); some stages need keys set before they can be entered. A null value removes a key.`,
 		Args: map[string]any{"type": "object", "properties": map[string]any{"state_updates": map[string]any{"type": "object"}},
 			"required": []any{"state_updates"}, "additionalProperties": false},

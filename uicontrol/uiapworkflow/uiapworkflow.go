@@ -26,18 +26,18 @@ import (
 
 // Action IDs besides the tasks, which keep their names.
 const (
-	// TransitionPrefix prefixes the stage a transition action moves to:
+	// transitionPrefix prefixes the stage a transition action moves to:
 	// "transition:checkout".
-	TransitionPrefix = "transition:"
-	// ActionStateInput sets session state keys ({"state_updates": {…}}),
+	transitionPrefix = "transition:"
+	// actionStateInput sets session state keys ({"state_updates": {…}}),
 	// as UAIP's state_input does.
-	ActionStateInput = "state:input"
+	actionStateInput = "state:input"
 )
 
-// RiskOf maps a task's UAICP risk tier (workflow.Task.Risk) to a UIAP
+// riskOf maps a task's UAICP risk tier (workflow.Task.Risk) to a UIAP
 // risk: read_only is low, write_low_risk medium, write_high_risk high. An
 // undeclared or unknown tier is high, as a governed agent treats it.
-func RiskOf(tier string) uicontrol.Risk {
+func riskOf(tier string) uicontrol.Risk {
 	switch tier {
 	case workflow.RiskReadOnly:
 		return uicontrol.RiskLow
@@ -89,8 +89,8 @@ func New(engine *workflow.Engine, name string, opts *Options) (*Server, error) {
 	return s, nil
 }
 
-// Workflow returns the served workflow's name.
-func (s *Server) Workflow() string { return s.wf.Name }
+// workflow returns the served workflow's name.
+func (s *Server) workflow() string { return s.wf.Name }
 
 // Serve runs one connection (see uicontrol.App.Serve).
 func (s *Server) Serve(ctx context.Context, t uicontrol.Transport) error {
@@ -254,7 +254,7 @@ func (b *binding) registerActions() {
 	risks := map[string]uicontrol.Risk{}
 	for _, st := range wf.Stages {
 		for name, t := range st.Tasks {
-			if r := RiskOf(t.Risk); riskRank[r] > riskRank[risks[name]] {
+			if r := riskOf(t.Risk); riskRank[r] > riskRank[risks[name]] {
 				risks[name] = r
 			}
 		}
@@ -275,11 +275,11 @@ func (b *binding) registerActions() {
 		}
 	}
 	for to := range targets {
-		b.app.HandleAction(TransitionPrefix+to, uicontrol.RiskMedium, func(ctx context.Context, _ *uicontrol.AppSession, _ *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
+		b.app.HandleAction(transitionPrefix+to, uicontrol.RiskMedium, func(ctx context.Context, _ *uicontrol.AppSession, _ *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
 			return b.execute(ctx, &workflow.ExecuteRequest{Action: workflow.ActionStageTransition, Stage: to})
 		})
 	}
-	b.app.HandleAction(ActionStateInput, uicontrol.RiskMedium, func(ctx context.Context, _ *uicontrol.AppSession, req *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
+	b.app.HandleAction(actionStateInput, uicontrol.RiskMedium, func(ctx context.Context, _ *uicontrol.AppSession, req *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
 		var args struct {
 			StateUpdates map[string]any `json:"state_updates"`
 		}

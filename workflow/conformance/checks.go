@@ -28,18 +28,18 @@ type runner struct {
 	args     map[string]map[string]any // task → generated arguments
 }
 
-func (r *runner) add(res Result) { r.report.Results = append(r.report.Results, res) }
+func (r *runner) add(res result) { r.report.Results = append(r.report.Results, res) }
 
 func (r *runner) pass(name, clause, want string) {
-	r.add(Result{Name: name, Clause: clause, Passed: true, Expectation: want})
+	r.add(result{Name: name, Clause: clause, Passed: true, Expectation: want})
 }
 
 func (r *runner) fail(name, clause, want, got string) {
-	r.add(Result{Name: name, Clause: clause, Expectation: want, Got: got})
+	r.add(result{Name: name, Clause: clause, Expectation: want, Got: got})
 }
 
 func (r *runner) skip(name, clause, want, why string) {
-	r.add(Result{Name: name, Clause: clause, Skipped: true, Expectation: want, Got: why})
+	r.add(result{Name: name, Clause: clause, Skipped: true, Expectation: want, Got: why})
 }
 
 func (r *runner) check(name, clause, want string, problems []string, x *exchange) {

@@ -53,9 +53,9 @@ type Options struct {
 	ReadOnly bool
 }
 
-// Result is the outcome of one check: conformance.Result, the type the
+// result is the outcome of one check: conformance.Result, the type the
 // three conformance kits share.
-type Result = conformance.Result
+type result = conformance.Result
 
 // Report is the outcome of Run.
 type Report struct {
@@ -75,8 +75,8 @@ func (r *Report) Failed() int { return r.Results.Failed() }
 // Skipped counts the checks that could not run.
 func (r *Report) Skipped() int { return r.Results.Skipped() }
 
-// Result returns the result of the check with the given name.
-func (r *Report) Result(name string) (Result, bool) { return r.Results.Find(name) }
+// result returns the result of the check with the given name.
+func (r *Report) Result(name string) (result, bool) { return r.Results.Find(name) }
 
 // The spec clauses the checks are named after.
 const (

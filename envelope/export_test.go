@@ -1,0 +1,4 @@
+package envelope
+
+// Unexported names the external tests use.
+const MaxCapTokenSize = maxCapTokenSize

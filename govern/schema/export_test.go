@@ -1,0 +1,6 @@
+package schema
+
+// Unexported names the external tests use.
+const EnvelopeFile = envelopeFile
+const EvidenceFile = evidenceFile
+const ReportFile = reportFile

@@ -1,0 +1,4 @@
+package llm
+
+// Unexported names the external tests use.
+const DefaultMaxIterations = defaultMaxIterations

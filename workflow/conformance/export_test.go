@@ -1,0 +1,4 @@
+package conformance
+
+// Unexported names the external tests use.
+type Result = result

@@ -1,0 +1,4 @@
+package workflow
+
+// Unexported names the external tests use.
+const MaxFileSize = maxFileSize
