@@ -22,4 +22,4 @@
 // gRPC").
 package grpcmsg
 
-//go:generate protoc --proto_path=uampv1 --go_out=uampv1 --go_opt=paths=source_relative --go-grpc_out=uampv1 --go-grpc_opt=paths=source_relative uamp.proto
+//go:generate protoc --proto_path=internal/uampv1 --go_out=internal/uampv1 --go_opt=paths=source_relative --go-grpc_out=internal/uampv1 --go-grpc_opt=paths=source_relative uamp.proto

@@ -19,7 +19,7 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/messaging"
-	"github.com/agentry-dev/agentry/messaging/grpcmsg/uampv1"
+	"github.com/agentry-dev/agentry/messaging/grpcmsg/internal/uampv1"
 )
 
 // refusal reads a refused call: the error envelope (verified with the

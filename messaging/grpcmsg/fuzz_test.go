@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/messaging"
-	"github.com/agentry-dev/agentry/messaging/grpcmsg/uampv1"
+	"github.com/agentry-dev/agentry/messaging/grpcmsg/internal/uampv1"
 )
 
 // frameCarrier is a messaging.Carrier whose one call delivers the

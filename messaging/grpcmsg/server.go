@@ -21,7 +21,7 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/messaging"
-	"github.com/agentry-dev/agentry/messaging/grpcmsg/uampv1"
+	"github.com/agentry-dev/agentry/messaging/grpcmsg/internal/uampv1"
 )
 
 // maxBatch is the size up to which the server packs the deltas that are

@@ -175,7 +175,7 @@ const file_uamp_proto_rawDesc = "" +
 	"\x06Deltas\x12\x14\n" +
 	"\x05delta\x18\x01 \x03(\fR\x05delta27\n" +
 	"\x05Agent\x12.\n" +
-	"\bExchange\x12\x0e.uamp.v1.Frame\x1a\x0e.uamp.v1.Frame(\x010\x01B9Z7github.com/agentry-dev/agentry/messaging/grpcmsg/uampv1b\x06proto3"
+	"\bExchange\x12\x0e.uamp.v1.Frame\x1a\x0e.uamp.v1.Frame(\x010\x01BBZ@github.com/agentry-dev/agentry/messaging/grpcmsg/internal/uampv1b\x06proto3"
 
 var (
 	file_uamp_proto_rawDescOnce sync.Once
