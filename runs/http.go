@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/sse"
 	"github.com/agentry-dev/agentry/internal/strictjson"
 )
@@ -267,12 +268,5 @@ func (s *Service) writeError(w http.ResponseWriter, err error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":"INTERNAL","message":"internal error"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", fmt.Sprint(len(b)+1))
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	httpx.WriteJSON(w, status, v, `{"error":{"code":"INTERNAL","message":"internal error"}}`)
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/metrics"
 )
 
@@ -89,16 +89,13 @@ func newCore(opts coreOptions) *core {
 		return float64(m.HeapInuse)
 	})
 	s.mux.HandleFunc("GET /healthz", s.health)
-	want := []byte("Bearer " + opts.MetricsBearerToken)
-	s.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		if opts.MetricsBearerToken != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agentry"`)
-			http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
-			return
-		}
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		s.registry.WriteTo(w)
 	})
+	s.mux.Handle("GET /metrics", httpx.Bearer(opts.MetricsBearerToken, "agentry", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)
+	}, metrics))
 	return s
 }
 
@@ -276,20 +273,10 @@ func (s *core) serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// bearer requires "Authorization: Bearer <token>" when token is set.
+// bearer requires "Authorization: Bearer <token>" when token is set,
+// refusing in the error body of the runs API.
 func bearer(token string, h http.Handler) http.Handler {
-	if token == "" {
-		return h
-	}
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agentry"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			w.Write([]byte(`{"error":{"code":"UNAUTHORIZED","message":"a valid bearer token is required"}}` + "\n"))
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
+	return httpx.Bearer(token, "agentry", func(w http.ResponseWriter, _ *http.Request) {
+		httpx.WriteJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]string{"code": "UNAUTHORIZED", "message": "a valid bearer token is required"}}, "")
+	}, h)
 }

@@ -3,7 +3,6 @@ package workflow
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/strictjson"
 )
 
@@ -101,18 +101,15 @@ func methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handler) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + h.opts.BearerToken)
+	guarded := httpx.Bearer(h.opts.BearerToken, "uaip", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusUnauthorized, detail{Detail: "Unauthorized"})
+	}, next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodOptions && len(h.opts.CORSOrigins) > 0 {
 			next.ServeHTTP(w, r) // preflights carry no credentials
 			return
 		}
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="uaip"`)
-			writeJSON(w, http.StatusUnauthorized, detail{Detail: "Unauthorized"})
-			return
-		}
-		next.ServeHTTP(w, r)
+		guarded.ServeHTTP(w, r)
 	})
 }
 
@@ -465,14 +462,5 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"detail":"internal error"}`)
-	}
-	b = append(b, '\n')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	w.Write(b)
+	httpx.WriteJSON(w, status, v, `{"detail":"internal error"}`)
 }

@@ -6,7 +6,6 @@
 package approvalapi
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/strictjson"
 )
 
@@ -109,15 +109,9 @@ func methodNotAllowed(allow string) http.HandlerFunc {
 }
 
 func (h *handler) auth(next http.Handler) http.Handler {
-	want := []byte("Bearer " + h.opts.BearerToken)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="agentry-approvals"`)
-			writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required"))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return httpx.Bearer(h.opts.BearerToken, "agentry-approvals", func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, newError(http.StatusUnauthorized, CodeUnauthorized, "a valid bearer token is required"))
+	}, next)
 }
 
 // approvalList is the body of GET /v1/approvals.
@@ -327,10 +321,5 @@ func writeError(w http.ResponseWriter, e *Error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	hd := w.Header()
-	hd.Set("Content-Type", "application/json")
-	hd.Set("Cache-Control", "no-store")
-	hd.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	httpx.WriteJSON(w, status, v, `{"error":{"code":"INTERNAL","message":"internal error"}}`)
 }
