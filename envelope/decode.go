@@ -3,11 +3,14 @@ package envelope
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentry-dev/agentry/internal/strictjson"
 )
 
 // Size and nesting bounds of the strict decoders. A binding may apply a
@@ -219,164 +222,39 @@ func badRequest(err error) *Error {
 // document as jsonschema wants it (maps, slices, json.Number, strings,
 // booleans, nil).
 func parseStrict(b []byte, limit int) (any, error) {
-	if len(b) > limit {
-		return nil, NewError(CodePayloadTooLarge, fmt.Sprintf("document is %d bytes, more than %d", len(b), limit), nil)
-	}
-	if !utf8.Valid(b) {
-		return nil, NewError(CodeBadRequest, "document is not valid UTF-8", nil)
-	}
-	if !json.Valid(b) {
-		var v json.RawMessage
-		err := json.Unmarshal(b, &v)
-		msg := "not a JSON document"
-		if err != nil {
-			msg += ": " + strings.TrimPrefix(err.Error(), "json: ")
+	if err := strictjson.Check(b, strictOptions(limit)); err != nil {
+		if errors.Is(err, strictjson.ErrTooLarge) {
+			return nil, NewError(CodePayloadTooLarge, fmt.Sprintf("document is %d bytes, more than %d", len(b), limit), nil)
 		}
-		return nil, NewError(CodeBadRequest, cut(msg), nil)
-	}
-	if err := scanStrict(b); err != nil {
+		if errors.Is(err, strictjson.ErrSyntax) || errors.Is(err, strictjson.ErrTrailingData) {
+			return nil, NewError(CodeBadRequest, cut("not a JSON document: "+err.Error()), err)
+		}
 		return nil, badRequest(err)
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.UseNumber()
 	var v any
-	if err := d.Decode(&v); err != nil { // not reached: b is valid JSON
+	if err := d.Decode(&v); err != nil { // not reached: b is one JSON value
 		return nil, badRequest(err)
 	}
 	return v, nil
 }
 
-// scanStrict checks valid JSON text b for what encoding/json lets pass:
-// duplicate member names, escapes of lone surrogates, integers beyond
-// ±2^53 and out-of-range numbers, nesting deeper than MaxDepth. It
-// assumes b is valid JSON (json.Valid) but never panics on other input.
+// strictOptions are the rules of every strict decoder of UAMP text
+// (internal/strictjson): valid UTF-8, one JSON value, no lone surrogate,
+// no member twice in an object, nesting at most MaxDepth, no number
+// beyond ±2^53, at most limit bytes.
+func strictOptions(limit int) *strictjson.Options {
+	return &strictjson.Options{MaxSize: limit, MaxDepth: MaxDepth, DisallowDuplicates: true, Number: numberLiteral}
+}
+
+// scanStrict checks JSON text b (any size) under the rules of the strict
+// decoders: what a custom MarshalJSON wrote, a JOSE header.
 func scanStrict(b []byte) error {
-	type frame struct {
-		object  bool
-		wantKey bool
-		names   []string
-		set     map[string]struct{}
-	}
-	var stackBuf [8]frame
-	stack := stackBuf[:0]
-	for i := 0; i < len(b); {
-		c := b[i]
-		switch {
-		case c == '{' || c == '[':
-			if len(stack) >= MaxDepth {
-				return fmt.Errorf("nesting deeper than %d", MaxDepth)
-			}
-			stack = append(stack, frame{object: c == '{', wantKey: c == '{'})
-			i++
-		case c == '}' || c == ']':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
-			}
-			i++
-		case c == ',':
-			if n := len(stack); n > 0 && stack[n-1].object {
-				stack[n-1].wantKey = true
-			}
-			i++
-		case c == '"':
-			end, escaped, err := scanString(b, i)
-			if err != nil {
-				return err
-			}
-			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].wantKey {
-				f := &stack[n-1]
-				f.wantKey = false
-				name := string(b[i+1 : end-1])
-				if escaped {
-					if err := json.Unmarshal(b[i:end], &name); err != nil {
-						return err
-					}
-				}
-				if f.set != nil {
-					if _, dup := f.set[name]; dup {
-						return fmt.Errorf("duplicate member %s", quote(name))
-					}
-					f.set[name] = struct{}{}
-				} else {
-					for _, k := range f.names {
-						if k == name {
-							return fmt.Errorf("duplicate member %s", quote(name))
-						}
-					}
-					f.names = append(f.names, name)
-					if len(f.names) > 16 {
-						f.set = make(map[string]struct{}, 2*len(f.names))
-						for _, k := range f.names {
-							f.set[k] = struct{}{}
-						}
-						f.names = nil
-					}
-				}
-			}
-			i = end
-		case c == '-' || '0' <= c && c <= '9':
-			j := i + 1
-			for j < len(b) && (b[j] >= '0' && b[j] <= '9' || b[j] == '.' || b[j] == 'e' || b[j] == 'E' || b[j] == '+' || b[j] == '-') {
-				j++
-			}
-			if err := checkNumber(string(b[i:j])); err != nil {
-				return err
-			}
-			i = j
-		default:
-			i++
-		}
-	}
-	return nil
+	return strictjson.Check(b, strictOptions(len(b)+1))
 }
 
-// scanString scans the string literal starting at b[i] == '"' and returns
-// the index after its closing quote and whether it holds escapes. A \u
-// escape of a surrogate must be a high one immediately followed by an
-// escaped low one.
-func scanString(b []byte, i int) (end int, escaped bool, err error) {
-	for j := i + 1; j < len(b); {
-		switch b[j] {
-		case '"':
-			return j + 1, escaped, nil
-		case '\\':
-			escaped = true
-			if j+1 < len(b) && b[j+1] == 'u' {
-				r := hex4(b, j+2)
-				switch {
-				case r >= 0xD800 && r <= 0xDBFF:
-					if j+11 < len(b) && b[j+6] == '\\' && b[j+7] == 'u' {
-						if r2 := hex4(b, j+8); r2 >= 0xDC00 && r2 <= 0xDFFF {
-							j += 12
-							continue
-						}
-					}
-					return 0, false, fmt.Errorf("\\u%04x is a lone surrogate", r)
-				case r >= 0xDC00 && r <= 0xDFFF:
-					return 0, false, fmt.Errorf("\\u%04x is a lone surrogate", r)
-				}
-				j += 6
-			} else {
-				j += 2
-			}
-		default:
-			j++
-		}
-	}
-	return 0, false, fmt.Errorf("unterminated string")
-}
-
-// hex4 reads the 4 hex digits at b[i:], -1 when there are not 4.
-func hex4(b []byte, i int) int {
-	if i+4 > len(b) {
-		return -1
-	}
-	n, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
-	if err != nil {
-		return -1
-	}
-	return int(n)
-}
+func numberLiteral(lit []byte) error { return checkNumber(string(lit)) }
 
 // checkNumber refuses a JSON number whose magnitude exceeds 2^53: an
 // integer beyond ±2^53 in any notation (9007199254740993,

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/strictjson"
 	jose "github.com/go-jose/go-jose/v4"
 )
 
@@ -451,13 +452,8 @@ func (k *Keyring) verify(token string, now time.Time) (*ApprovalClaims, error) {
 	if err != nil {
 		return nil, errors.New("signature does not verify")
 	}
-	if err := checkDuplicateKeys(payload); err != nil {
-		return nil, fmt.Errorf("claims: %v", err)
-	}
 	var c ApprovalClaims
-	d := json.NewDecoder(bytes.NewReader(payload))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&c); err != nil {
+	if err := strictjson.Decode(payload, &c, &strictjson.Options{MaxSize: maxTokenSize, DisallowUnknownFields: true, DisallowDuplicates: true}); err != nil {
 		return nil, fmt.Errorf("claims: %v", err)
 	}
 	switch {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentry-dev/agentry/internal/strictjson"
 )
 
 // Strict decoding of UAICP objects received from peers (DESIGN §2: decode
@@ -198,22 +200,30 @@ var (
 // decodeDocument applies the rules about the whole text and returns its
 // top-level object.
 func decodeDocument(b []byte) (*object, error) {
-	if len(b) > maxObjectSize {
-		return nil, &DecodeError{Message: fmt.Sprintf("document is %d bytes, more than MaxObjectSize (%d)", len(b), maxObjectSize)}
-	}
-	if !utf8.Valid(b) {
-		return nil, &DecodeError{Message: "document is not valid UTF-8"}
-	}
-	// Unmarshal checks the whole text first: one value, depth bounded.
-	if err := json.Unmarshal(b, new(json.RawMessage)); err != nil {
-		return nil, &DecodeError{Message: "not a JSON document: " + strings.TrimPrefix(err.Error(), "json: ")}
-	}
-	if err := checkDuplicateKeys(b); err != nil {
-		var dup *duplicateMemberError
-		if errors.As(err, &dup) {
-			return nil, &DecodeError{Path: dup.path, Message: dup.Error()}
+	// Checked as opaque JSON (a RawMessage): numbers are judged below,
+	// where a payload keeps them as written.
+	err := strictjson.Decode(b, new(json.RawMessage), &strictjson.Options{MaxSize: maxObjectSize, MaxDepth: maxDepth, DisallowDuplicates: true})
+	switch {
+	case errors.Is(err, strictjson.ErrTooLarge):
+		return nil, &DecodeError{Message: fmt.Sprintf("document is %d bytes, more than %d", len(b), maxObjectSize)}
+	case errors.Is(err, strictjson.ErrSyntax) || errors.Is(err, strictjson.ErrTrailingData):
+		return nil, &DecodeError{Message: "not a JSON document: " + err.Error()}
+	case err != nil:
+		var se *strictjson.Error
+		if !errors.As(err, &se) {
+			return nil, &DecodeError{Message: err.Error()}
 		}
-		return nil, &DecodeError{Message: err.Error()}
+		path := pointer(se.Path)
+		switch {
+		case errors.Is(err, strictjson.ErrTooDeep):
+			path = "" // the nesting is the fault, not a member
+		case errors.Is(err, strictjson.ErrDuplicate):
+			// the pointer names the second occurrence
+			if name, uerr := strconv.Unquote(strings.TrimPrefix(se.Message, "duplicate member ")); uerr == nil {
+				path += "/" + escapePointer(name)
+			}
+		}
+		return nil, &DecodeError{Path: path, Message: se.Message}
 	}
 	v := &value{st: &decodeState{}, raw: b}
 	o := v.asObject()
@@ -223,15 +233,51 @@ func decodeDocument(b []byte) (*object, error) {
 	return o, nil
 }
 
-// duplicateMemberError is checkDuplicateKeys' error for a member name
-// that appears twice in one object.
-type duplicateMemberError struct {
-	path string // JSON Pointer of the second occurrence
-	name string
-}
+// maxDepth bounds the nesting of a document: encoding/json's own bound,
+// so that the strict decoders accept every nesting encoding/json does.
+const maxDepth = 10000
 
-// Error returns "duplicate member " followed by the quoted member name.
-func (e *duplicateMemberError) Error() string { return "duplicate member " + quote(e.name) }
+// pointer turns a strictjson path (a.b[2]["x.y"]) into a JSON Pointer
+// (/a/b/2/x.y), the form of DecodeError.Path.
+func pointer(path string) string {
+	var b strings.Builder
+	for i := 0; i < len(path); {
+		switch {
+		case path[i] == '.':
+			i++
+		case path[i] == '[' && i+1 < len(path) && path[i+1] == '"':
+			// a quoted member name: find the closing quote
+			j := i + 2
+			for j < len(path) && path[j] != '"' {
+				if path[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			name, err := strconv.Unquote(path[i+1 : min(j+1, len(path))])
+			if err != nil {
+				name = path[i+1 : min(j+1, len(path))]
+			}
+			b.WriteString("/" + escapePointer(name))
+			i = min(j+2, len(path)) // past '"]'
+		case path[i] == '[':
+			j := strings.IndexByte(path[i:], ']')
+			if j < 0 {
+				j = len(path) - i
+			}
+			b.WriteString("/" + path[i+1:i+j])
+			i += j + 1
+		default:
+			j := i
+			for j < len(path) && path[j] != '.' && path[j] != '[' {
+				j++
+			}
+			b.WriteString("/" + escapePointer(path[i:j]))
+			i = j
+		}
+	}
+	return b.String()
+}
 
 // decodeState holds the first error of a decoding; once set, every
 // accessor returns zero values.

@@ -144,13 +144,14 @@ func TestDecodeEnvelopeRefuses(t *testing.T) {
 	deep := strings.Repeat(`{"a":`, 10001) + "1" + strings.Repeat("}", 10001)
 	e := decEnvelope
 	cases := []decodeCase{
-		{"too large", big, "", "more than MaxObjectSize"},
-		{"invalid UTF-8", decWith(t, e, "trace_id", "\"t\xff\""), "", "not valid UTF-8"},
+		{"too large", big, "", "more than 1048576"},
+		{"invalid UTF-8", decWith(t, e, "trace_id", "\"t\xff\""), "/trace_id", "invalid UTF-8"},
 		{"empty", ``, "", "not a JSON document"},
 		{"not JSON", `{"uaicp_version":}`, "", "not a JSON document"},
 		{"trailing value", e + ` {}`, "", "not a JSON document"},
 		{"trailing garbage", e + `x`, "", "not a JSON document"},
-		{"too deep", deep, "", "not a JSON document"},
+		{"too deep", deep, "", "nested deeper than 10000"},
+		{"lone surrogate", decWith(t, e, "trace_id", `"t\ud800"`), "/trace_id", "half a surrogate pair"},
 		{"array", `[` + e + `]`, "", "must be an object, not an array"},
 		{"null", `null`, "", "must be an object, not null"},
 		{"duplicate member", strings.Replace(e, `"outcome"`, `"state": "plan", "outcome"`, 1), "/state", `duplicate member "state"`},
@@ -222,7 +223,7 @@ func TestDecodeEnvelopeRefuses(t *testing.T) {
 		{"pointer escaping", decWith(t, e, "metadata", `{"a/b~c":{"x":1,"x":2}}`), "/metadata/a~1b~0c/x", "duplicate member"},
 	}
 	runDecodeCases(t, govern.DecodeEnvelope, schema.ValidateEnvelope, cases,
-		"invalid UTF-8", "duplicate member", "duplicate in identity", "duplicate deep in metadata", "pointer escaping",
+		"invalid UTF-8", "lone surrogate", "duplicate member", "duplicate in identity", "duplicate deep in metadata", "pointer escaping",
 		"timestamp signed field", "timestamp leap second", "timestamp before year 0 in UTC", "timestamp after year 9999 in UTC",
 		"identity extension beyond float64", "metadata number beyond float64",
 		"streaming stream_index huge", "streaming stream_index past int64")

@@ -7,11 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/big"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/gowebpki/jcs"
@@ -512,55 +510,4 @@ func exactInteger(lit string) bool {
 	}
 	f, acc := new(big.Float).SetInt(n).Float64()
 	return acc == big.Exact && !math.IsInf(f, 0)
-}
-
-// checkDuplicateKeys returns an error if any object in the JSON text b
-// has a member name twice (RFC 8259 leaves that open; a hash or signature
-// over such input would be ambiguous): a *duplicateMemberError.
-func checkDuplicateKeys(b []byte) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	var walk func(path string) error
-	walk = func(path string) error {
-		tok, err := d.Token()
-		if err != nil {
-			return err
-		}
-		switch tok {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for d.More() {
-				k, err := d.Token()
-				if err != nil {
-					return err
-				}
-				key, _ := k.(string)
-				if seen[key] {
-					return &duplicateMemberError{path: path + "/" + escapePointer(key), name: key}
-				}
-				seen[key] = true
-				if err := walk(path + "/" + escapePointer(key)); err != nil {
-					return err
-				}
-			}
-			_, err = d.Token()
-			return err
-		case json.Delim('['):
-			for i := 0; d.More(); i++ {
-				if err := walk(path + "/" + strconv.Itoa(i)); err != nil {
-					return err
-				}
-			}
-			_, err = d.Token()
-			return err
-		}
-		return nil
-	}
-	if err := walk(""); err != nil {
-		return err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
 }

@@ -18,6 +18,8 @@ type scanner struct {
 	maxDepth int
 	unknown  bool // refuse unknown members of structs
 	dups     bool // refuse duplicate member names
+	// numberHook checks number literals (Options.Number).
+	numberHook func(literal []byte) error
 }
 
 func (s *scanner) fail(reason error, msg string) *Error {
@@ -111,6 +113,11 @@ func (s *scanner) value(p *plan) *Error {
 	case c == '-' || '0' <= c && c <= '9':
 		if err := s.number(); err != nil {
 			return err
+		}
+		if s.numberHook != nil {
+			if err := s.numberHook(s.data[start:s.i]); err != nil {
+				return &Error{Reason: ErrType, Offset: start, Message: err.Error()}
+			}
 		}
 		return s.checkNumber(p, start)
 	case c == 't':

@@ -56,6 +56,11 @@ type Options struct {
 	// a signature or hash covers the text, since encoding/json keeps the
 	// last one silently.
 	DisallowDuplicates bool
+	// Number, when set, checks every number literal of the input (as
+	// it is written: "1e20" stays "1e20"); its error refuses the input
+	// (ErrType, with the error's text as the message). UAMP, for one,
+	// refuses numbers beyond ±2^53, which RFC 8785 would round.
+	Number func(literal []byte) error
 }
 
 // The reasons Decode refuses; errors.Is(err, ErrX) tells them apart.
@@ -176,6 +181,7 @@ func check(data []byte, p *plan, opts *Options) error {
 		}
 		s.unknown = opts.DisallowUnknownFields
 		s.dups = opts.DisallowDuplicates
+		s.numberHook = opts.Number
 	}
 	if len(data) > maxSize {
 		return &Error{Reason: ErrTooLarge, Message: "input is " + strconv.Itoa(len(data)) + " bytes, more than " + strconv.Itoa(maxSize)}

@@ -3,6 +3,7 @@ package strictjson_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +207,29 @@ func TestMessagesNameNoGoType(t *testing.T) {
 		if goTypeName.MatchString(err.Error()) {
 			t.Errorf("Decode(%s) = %q: names a Go type", in, err)
 		}
+	}
+}
+
+// Options.Number sees every number literal as written, and its error
+// refuses the input at that number.
+func TestCheckNumberHook(t *testing.T) {
+	var seen []string
+	opts := &strictjson.Options{Number: func(lit []byte) error {
+		seen = append(seen, string(lit))
+		if string(lit) == "1e20" {
+			return errors.New("number 1e20 is too big")
+		}
+		return nil
+	}}
+	if err := strictjson.Check([]byte(`{"a":[1,-2.5,3E2],"b":0}`), opts); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1", "-2.5", "3E2", "0"}; !slices.Equal(seen, want) {
+		t.Errorf("literals %q, want %q", seen, want)
+	}
+	err := strictjson.Check([]byte(`{"a":{"b":1e20}}`), opts)
+	var e *strictjson.Error
+	if !errors.As(err, &e) || !errors.Is(err, strictjson.ErrType) || e.Path != "a.b" || e.Message != "number 1e20 is too big" {
+		t.Errorf("refusal %#v", err)
 	}
 }
