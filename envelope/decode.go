@@ -8,7 +8,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/internal/strictjson"
 )
@@ -379,16 +378,6 @@ func toFloats(v any) any {
 }
 
 // cut shortens s for an error message.
-func cut(s string) string {
-	const max = 300
-	if len(s) <= max {
-		return s
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+func cut(s string) string { return strictjson.Cut(s, 300) }
 
 func quote(s string) string { return strconv.Quote(cut(s)) }

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/internal/strictjson"
 )
@@ -586,18 +585,8 @@ func normalizeJSON(raw json.RawMessage) json.RawMessage {
 	return b
 }
 
-// cut shortens s for an error message: an input may be a megabyte long.
-func cut(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return s
-	}
-	n := max
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
-}
+// cut shortens s for an error message.
+func cut(s string) string { return strictjson.Cut(s, 64) }
 
 // quote quotes s, cut, for an error message.
 func quote(s string) string { return strconv.Quote(cut(s)) }

@@ -22,6 +22,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Defaults of Options.
@@ -271,6 +272,20 @@ func memberElem(name string) string {
 		return "[" + quote(name) + "]"
 	}
 	return name
+}
+
+// Cut shortens s to at most max bytes (at a character boundary) for an
+// error message, marking the cut with "…": an input may be a megabyte
+// long.
+func Cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // quote quotes s for a message, shortened to 64 bytes.
