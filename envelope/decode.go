@@ -56,7 +56,7 @@ func Decode(b []byte) (*Envelope, error) {
 		return nil, err
 	}
 	unsigned := unsignedReason(tree)
-	if err := validateValue(schemas().envelope, envelopeSchema, tree); err != nil {
+	if err := validateValue(embeddedSchemas().envelope, envelopeSchema, tree); err != nil {
 		return nil, badRequest(err)
 	}
 	m := tree.(map[string]any)
@@ -154,7 +154,7 @@ func DecodeDelta(b []byte) (*Delta, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := validateValue(schemas().delta, deltaSchema, tree); err != nil {
+	if err := validateValue(embeddedSchemas().delta, deltaSchema, tree); err != nil {
 		return nil, badRequest(err)
 	}
 	m := tree.(map[string]any)
@@ -189,7 +189,7 @@ func DecodeManifest(b []byte) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := validateValue(schemas().manifest, manifestSchema, tree); err != nil {
+	if err := validateValue(embeddedSchemas().manifest, manifestSchema, tree); err != nil {
 		return nil, badRequest(err)
 	}
 	m := tree.(map[string]any)

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"github.com/agentry-dev/agentry/internal/schemas"
 	"sync"
 
 	"github.com/agentry-dev/agentry/internal/schemafail"
@@ -33,16 +34,6 @@ type compiledSchemas struct {
 	envelope, delta, manifest *jsonschema.Schema
 }
 
-// noLoader refuses every reference the embedded documents do not
-// satisfy: validation never reads files or the network (the uamp.dev
-// $id URLs serve nothing).
-type noLoader struct{}
-
-// Load fails for every url.
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schema %s is not embedded and is not fetched", url)
-}
-
 // uuidFormat is the "uuid" format widened to the urn:uuid: form (DESIGN
 // §5: ids are accepted bare or as URNs).
 var uuidFormat = &jsonschema.Format{Name: "uuid", Validate: func(v any) error {
@@ -56,23 +47,9 @@ var uuidFormat = &jsonschema.Format{Name: "uuid", Validate: func(v any) error {
 	return nil
 }}
 
-var schemas = sync.OnceValue(func() compiledSchemas {
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat()
-	c.RegisterFormat(uuidFormat)
-	c.UseLoader(noLoader{})
-	compile := func(file string, doc []byte) *jsonschema.Schema {
-		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-		if err != nil {
-			panic("envelope: embedded schema " + file + ": " + err.Error())
-		}
-		id, _ := v.(map[string]any)["$id"].(string)
-		if err := c.AddResource(id, v); err != nil {
-			panic("envelope: embedded schema " + file + ": " + err.Error())
-		}
-		return c.MustCompile(id)
-	}
+var embeddedSchemas = sync.OnceValue(func() compiledSchemas {
+	c := schemas.NewCompiler(uuidFormat)
+	compile := func(file string, doc []byte) *jsonschema.Schema { return schemas.Embedded(c, "envelope/"+file, doc) }
 	return compiledSchemas{
 		envelope: compile(envelopeSchema, envelopeSchemaJSON),
 		delta:    compile(deltaSchema, deltaSchemaJSON),
@@ -101,15 +78,19 @@ func (e *ValidationError) Error() string {
 // (A.1) with formats asserted and ids accepted bare or as urn:uuid:. It
 // checks the schema only: Decode applies it and the stricter rules of
 // this package. A mismatch is a *ValidationError.
-func ValidateEnvelope(b []byte) error { return validateText(schemas().envelope, envelopeSchema, b) }
+func ValidateEnvelope(b []byte) error {
+	return validateText(embeddedSchemas().envelope, envelopeSchema, b)
+}
 
 // ValidateDelta validates b against the delta schema (A.2), like
 // ValidateEnvelope.
-func ValidateDelta(b []byte) error { return validateText(schemas().delta, deltaSchema, b) }
+func ValidateDelta(b []byte) error { return validateText(embeddedSchemas().delta, deltaSchema, b) }
 
 // ValidateManifest validates b against the corrected manifest schema
 // (A.3), like ValidateEnvelope.
-func ValidateManifest(b []byte) error { return validateText(schemas().manifest, manifestSchema, b) }
+func ValidateManifest(b []byte) error {
+	return validateText(embeddedSchemas().manifest, manifestSchema, b)
+}
 
 func validateText(sch *jsonschema.Schema, file string, b []byte) error {
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))

@@ -1,13 +1,13 @@
 package workflow
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/agentry-dev/agentry/internal/schemas"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -275,25 +275,5 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 func compileSchema(s Schema) (*jsonschema.Schema, error) {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	c.UseLoader(noLoader{}) // never fetch $refs from files or the network
-	if err := c.AddResource("task.json", doc); err != nil {
-		return nil, err
-	}
-	return c.Compile("task.json")
-}
-
-type noLoader struct{}
-
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("external schema references are not loaded: %s", url)
+	return schemas.Compile("task.json", s)
 }

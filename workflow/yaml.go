@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/schemas"
+
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"go.yaml.in/yaml/v3"
@@ -47,18 +49,7 @@ var workflowSchemaJSON []byte
 func WorkflowSchema() []byte { return bytes.Clone(workflowSchemaJSON) }
 
 var workflowSchema = sync.OnceValue(func() *jsonschema.Schema {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(workflowSchemaJSON))
-	if err != nil {
-		panic("workflow: embedded schema: " + err.Error())
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	c.UseLoader(noLoader{})
-	const url = "https://agentry.dev/schema/workflow.schema.json"
-	if err := c.AddResource(url, doc); err != nil {
-		panic("workflow: embedded schema: " + err.Error())
-	}
-	return c.MustCompile(url)
+	return schemas.Embedded(schemas.NewCompiler(), "https://agentry.dev/schema/workflow.schema.json", workflowSchemaJSON)
 })
 
 // LoadError is a problem found in a workflow file. Load and friends

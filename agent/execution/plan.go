@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentry-dev/agentry/internal/schemas"
+
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -111,20 +113,7 @@ func MustPlan(opts PlanOptions) agent.ExecutionStrategy {
 }
 
 func compileSchema(s llm.Schema) (*jsonschema.Schema, error) {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	if err := c.AddResource("plan.json", doc); err != nil {
-		return nil, err
-	}
-	return c.Compile("plan.json")
+	return schemas.Compile("plan.json", s)
 }
 
 type plan struct {

@@ -1,16 +1,16 @@
 package middleware
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentry-dev/agentry/internal/schemas"
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/llm"
@@ -246,38 +246,13 @@ func (r *repair) OnError(ctx context.Context, mc *agent.MiddlewareContext, err e
 // schemaURL names a tool's schema inside its own compiler.
 const schemaURL = "urn:agentry:tool-parameters"
 
-// noLoader refuses every external reference: a tool schema must be self
-// contained, and compiling it must not read files or the network.
-type noLoader struct{}
-
-// Load fails for every url.
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("external schema %s is not loaded", url)
-}
-
 func compileSchema(s llm.Schema) (*jsonschema.Schema, error) {
-	doc, err := toJSONValue(s)
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	c.UseLoader(noLoader{})
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(schemaURL)
+	return schemas.Compile(schemaURL, s)
 }
 
 // toJSONValue converts v to the form jsonschema works on (numbers as
 // json.Number, slices as []any…) through its JSON encoding.
-func toJSONValue(v any) (any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return jsonschema.UnmarshalJSON(bytes.NewReader(b))
-}
+func toJSONValue(v any) (any, error) { return schemas.Value(v) }
 
 // maxReasons bounds the failures listed in an ArgumentsError, and
 // maxReasonLen each failure's text (which may quote the argument).

@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentry-dev/agentry/internal/schemas"
 	"sync"
 
 	"github.com/agentry-dev/agentry/govern"
@@ -56,33 +57,9 @@ type compiled struct {
 	envelope, evidence, report *jsonschema.Schema
 }
 
-// noLoader refuses every reference the embedded documents do not satisfy:
-// validation never reads files or the network.
-type noLoader struct{}
-
-// Load fails for every url.
-func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("schema %s is not embedded and is not fetched", url)
-}
-
-var schemas = sync.OnceValue(func() compiled {
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	c.UseLoader(noLoader{})
-	compile := func(file string, doc []byte) *jsonschema.Schema {
-		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
-		if err != nil {
-			panic("schema: embedded " + file + ": " + err.Error())
-		}
-		id, _ := v.(map[string]any)["$id"].(string)
-		if id == "" {
-			panic("schema: embedded " + file + " has no $id")
-		}
-		if err := c.AddResource(id, v); err != nil {
-			panic("schema: embedded " + file + ": " + err.Error())
-		}
-		return c.MustCompile(id)
-	}
+var embeddedSchemas = sync.OnceValue(func() compiled {
+	c := schemas.NewCompiler()
+	compile := func(file string, doc []byte) *jsonschema.Schema { return schemas.Embedded(c, "schema/"+file, doc) }
 	return compiled{
 		envelope: compile(envelopeFile, envelopeJSON),
 		evidence: compile(evidenceFile, evidenceJSON),
@@ -110,15 +87,15 @@ func (e *ValidationError) Error() string {
 // ValidateEnvelope validates the JSON text b against
 // message-envelope.schema.json. A mismatch is a *ValidationError; text
 // that is not one JSON value is another error.
-func ValidateEnvelope(b []byte) error { return validate(schemas().envelope, envelopeFile, b) }
+func ValidateEnvelope(b []byte) error { return validate(embeddedSchemas().envelope, envelopeFile, b) }
 
 // ValidateEvidence validates the JSON text b against
 // evidence-object.schema.json, like ValidateEnvelope.
-func ValidateEvidence(b []byte) error { return validate(schemas().evidence, evidenceFile, b) }
+func ValidateEvidence(b []byte) error { return validate(embeddedSchemas().evidence, evidenceFile, b) }
 
 // ValidateReport validates the JSON text b against
 // verification-report.schema.json, like ValidateEnvelope.
-func ValidateReport(b []byte) error { return validate(schemas().report, reportFile, b) }
+func ValidateReport(b []byte) error { return validate(embeddedSchemas().report, reportFile, b) }
 
 // Validate encodes v, a govern.Envelope, govern.Evidence or govern.Report
 // (or a non-nil pointer to one), with encoding/json and validates the
@@ -128,26 +105,26 @@ func Validate(v any) error {
 	var file string
 	switch x := v.(type) {
 	case govern.Envelope:
-		sch, file = schemas().envelope, envelopeFile
+		sch, file = embeddedSchemas().envelope, envelopeFile
 	case *govern.Envelope:
 		if x == nil {
 			return errors.New("uaicp: schema.Validate: nil *govern.Envelope")
 		}
-		sch, file = schemas().envelope, envelopeFile
+		sch, file = embeddedSchemas().envelope, envelopeFile
 	case govern.Evidence:
-		sch, file = schemas().evidence, evidenceFile
+		sch, file = embeddedSchemas().evidence, evidenceFile
 	case *govern.Evidence:
 		if x == nil {
 			return errors.New("uaicp: schema.Validate: nil *govern.Evidence")
 		}
-		sch, file = schemas().evidence, evidenceFile
+		sch, file = embeddedSchemas().evidence, evidenceFile
 	case govern.Report:
-		sch, file = schemas().report, reportFile
+		sch, file = embeddedSchemas().report, reportFile
 	case *govern.Report:
 		if x == nil {
 			return errors.New("uaicp: schema.Validate: nil *govern.Report")
 		}
-		sch, file = schemas().report, reportFile
+		sch, file = embeddedSchemas().report, reportFile
 	default:
 		return fmt.Errorf("uaicp: schema.Validate: %T is not a govern.Envelope, govern.Evidence or govern.Report", v)
 	}
