@@ -1,6 +1,6 @@
 // Package conformance provides the result types of the black-box
-// conformance kits in workflow/conformance (UAIP-0.1),
-// messaging/conformance (UAMP 1.0) and uicontrol/conformance (UIAP Core
+// conformance kits in workflow/uaipconformance (UAIP-0.1),
+// messaging/uampconformance (UAMP 1.0) and uicontrol/uiapconformance (UIAP Core
 // 0.1): a Result per check, named after the spec clause it tests, and
 // Results, the list each kit's Report carries.
 package conformance

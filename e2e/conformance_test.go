@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/agentry-dev/agentry/workflow/conformance"
+	"github.com/agentry-dev/agentry/workflow/uaipconformance"
 )
 
 // The binary passes the UAIP-0.1 conformance suite on both stores: no

@@ -12,6 +12,6 @@
 // Tasks are Go functions (NewTask infers the parameter schema from a Go
 // struct) or, for workflows declared in YAML or JSON (LoadFile, LoadDir),
 // webhooks to an existing service (Webhook). workflow/sessiontest is the
-// suite every SessionStore passes; workflow/conformance is a black-box
+// suite every SessionStore passes; workflow/uaipconformance is a black-box
 // suite for any UAIP server.
 package workflow

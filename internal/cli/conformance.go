@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/conformance"
-	uampconf "github.com/agentry-dev/agentry/messaging/conformance"
-	uaipconf "github.com/agentry-dev/agentry/workflow/conformance"
+	"github.com/agentry-dev/agentry/messaging/uampconformance"
+	"github.com/agentry-dev/agentry/workflow/uaipconformance"
 	"github.com/spf13/cobra"
 )
 
 // conformanceCmd groups the conformance suites a server can be run
-// against; "uaip" is UAIP-0.1's (workflow/conformance), "uamp" UAMP
-// 1.0's (messaging/conformance).
+// against; "uaip" is UAIP-0.1's (workflow/uaipconformance), "uamp" UAMP
+// 1.0's (messaging/uampconformance).
 func conformanceCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "conformance",
@@ -63,7 +63,7 @@ Without --workflow the first workflow GET /api/workflows lists is tested
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			rep := uaipconf.Run(ctx, uaipconf.Options{BaseURL: url, Workflow: wf, BearerToken: token,
+			rep := uaipconformance.Run(ctx, uaipconformance.Options{BaseURL: url, Workflow: wf, BearerToken: token,
 				HTTPClient: &http.Client{Timeout: timeout}, ReadOnly: readOnly})
 			if err := writeReport(e.stdout, rep, rep.Results, asJSON); err != nil {
 				return err
@@ -94,7 +94,7 @@ func conformanceUAMPCmd(e *env) *cobra.Command {
 		Use:   "uamp --url URL --key FILE",
 		Short: "Check a UAMP 1.0 server (ours or anyone's) against the spec",
 		Long: `Run the UAMP 1.0 conformance suite against the server at --url
-(https://host:port) — messaging/conformance, over the network only.
+(https://host:port) — messaging/uampconformance, over the network only.
 
 The server must trust --key (the suite signs with it and authenticates
 with a TLS client certificate made with it, or --cert/--cert-key) and
@@ -130,7 +130,7 @@ is 1 when a check failed.`,
 			if err != nil {
 				return err
 			}
-			opts := uampconf.Options{BaseURL: url, Key: key, From: from, To: to, RootCAs: conf.RootCAs,
+			opts := uampconformance.Options{BaseURL: url, Key: key, From: from, To: to, RootCAs: conf.RootCAs,
 				InsecureSkipVerify: conf.InsecureSkipVerify, Timeout: timeout}
 			if cf.cert != "" {
 				c, err := cf.clientCertificate(key, "")
@@ -143,7 +143,7 @@ is 1 when a check failed.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			rep := uampconf.Run(ctx, opts)
+			rep := uampconformance.Run(ctx, opts)
 			if err := writeReport(e.stdout, rep, rep.Results, asJSON); err != nil {
 				return err
 			}

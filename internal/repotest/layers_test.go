@@ -168,7 +168,7 @@ func TestLayers(t *testing.T) {
 func TestLayerViolationsFindsChains(t *testing.T) {
 	graph := map[string][]string{
 		"workflow":               {"internal/ids"},
-		"workflow/conformance":   {"workflow", "internal/helper"},
+		"workflow/uaipconformance":   {"workflow", "internal/helper"},
 		"internal/helper":        {"internal/deeper"},
 		"internal/deeper":        {"govern"},
 		"workflow/uaipagent":     {"workflow", "agent", "govern"},
@@ -190,7 +190,7 @@ func TestLayerViolationsFindsChains(t *testing.T) {
 	}
 	want := []string{
 		"protocol cores: messaging → llm",
-		"protocol cores: workflow/conformance → internal/helper → internal/deeper → govern",
+		"protocol cores: workflow/uaipconformance → internal/helper → internal/deeper → govern",
 		"bridges: uicontrol/uiapagent → server",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

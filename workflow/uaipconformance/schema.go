@@ -1,4 +1,4 @@
-package conformance
+package uaipconformance
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package conformance_test
+package uampconformance_test
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/messaging"
-	"github.com/agentry-dev/agentry/messaging/conformance"
+	"github.com/agentry-dev/agentry/messaging/uampconformance"
 	"github.com/agentry-dev/agentry/messaging/discovery"
 )
 
@@ -80,9 +80,9 @@ func keySet(t *testing.T, keys ...*envelope.PrivateKey) *envelope.KeySet {
 	return s
 }
 
-func run(t *testing.T, s *server, key *envelope.PrivateKey) *conformance.Report {
+func run(t *testing.T, s *server, key *envelope.PrivateKey) *uampconformance.Report {
 	t.Helper()
-	rep := conformance.Run(context.Background(), conformance.Options{BaseURL: s.url, Key: key, RootCAs: s.cert.Pool()})
+	rep := uampconformance.Run(context.Background(), uampconformance.Options{BaseURL: s.url, Key: key, RootCAs: s.cert.Pool()})
 	for _, r := range rep.Results {
 		t.Log(r)
 	}
@@ -199,11 +199,11 @@ func (w unauthorizedAsBadRequest) WriteHeader(code int) {
 
 func TestUAMP_ConformanceOptions(t *testing.T) {
 	key, _ := envelope.GenerateKey(envelope.EdDSA, "")
-	for name, o := range map[string]conformance.Options{
+	for name, o := range map[string]uampconformance.Options{
 		"plain http": {BaseURL: "http://127.0.0.1:1", Key: key},
 		"no key":     {BaseURL: "https://127.0.0.1:1"},
 	} {
-		rep := conformance.Run(context.Background(), o)
+		rep := uampconformance.Run(context.Background(), o)
 		if rep.Failed() != 1 || rep.Results[0].Name != "setup" {
 			t.Errorf("%s: %v", name, rep.Results)
 		}

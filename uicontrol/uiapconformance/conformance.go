@@ -22,7 +22,7 @@
 // INTERRUPTED (§5, §10 rule 1), and silence after session.terminated.
 // Where the spec names no error code the suite accepts any error
 // correlated to the offending request.
-package conformance
+package uiapconformance
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package conformance_test
+package uaipconformance_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/store/memstore"
 	"github.com/agentry-dev/agentry/workflow"
-	"github.com/agentry-dev/agentry/workflow/conformance"
+	"github.com/agentry-dev/agentry/workflow/uaipconformance"
 )
 
 // Run the suite against a UAIP server; here ours, in-process.
@@ -20,7 +20,7 @@ func ExampleRun() {
 	srv := httptest.NewServer(workflow.NewHandler(engine, nil))
 	defer srv.Close()
 
-	rep := conformance.Run(context.Background(), conformance.Options{BaseURL: srv.URL, Workflow: "store"})
+	rep := uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
 	for _, r := range rep.Results {
 		if !r.Passed && !r.Skipped {
 			fmt.Println(r)

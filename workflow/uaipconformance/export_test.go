@@ -1,4 +1,4 @@
-package conformance
+package uaipconformance
 
 // Unexported names the external tests use.
 type Result = result

@@ -1,11 +1,11 @@
-package conformance_test
+package uampconformance_test
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/agentry-dev/agentry/envelope"
-	"github.com/agentry-dev/agentry/messaging/conformance"
+	"github.com/agentry-dev/agentry/messaging/uampconformance"
 )
 
 // Example runs the suite against a server that trusts key and prints
@@ -13,7 +13,7 @@ import (
 // does.
 func Example() {
 	key, _ := envelope.GenerateKey(envelope.EdDSA, "") // in practice: a key the server trusts
-	rep := conformance.Run(context.Background(), conformance.Options{
+	rep := uampconformance.Run(context.Background(), uampconformance.Options{
 		BaseURL:            "https://127.0.0.1:8443",
 		Key:                key,
 		InsecureSkipVerify: true, // a development server on loopback

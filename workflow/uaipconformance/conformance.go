@@ -21,7 +21,7 @@
 // server, that has real effects (orders placed, messages sent). With
 // Options.ReadOnly it calls only the tasks the published schema declares
 // read-only (risk_tier "read_only").
-package conformance
+package uaipconformance
 
 import (
 	"context"

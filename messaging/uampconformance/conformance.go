@@ -29,7 +29,7 @@
 // cancel is 4.09); and, client-side, that every stream read was
 // numbered from 0 without gaps or duplicates. Error envelopes must
 // verify with the hub's keys when discovery succeeded.
-package conformance
+package uampconformance
 
 import (
 	"context"
