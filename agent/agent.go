@@ -74,7 +74,11 @@ type Agent struct {
 // capability checks apply) and checks the tool ordering for cycles. The
 // tools of Options.Toolsets are resolved, and checked the same way, at
 // each step.
-func New(opts Options) (*Agent, error) {
+func New(options *Options) (*Agent, error) {
+	var opts Options
+	if options != nil {
+		opts = *options
+	}
 	a := &Agent{id: ids.New(), opts: opts, sessionID: opts.SessionID, exec: opts.Execution}
 	if a.exec == nil {
 		a.exec = defaultLoop{}
@@ -126,7 +130,7 @@ func New(opts Options) (*Agent, error) {
 		return llm.BeforeCall{Proceed: true}
 	}
 	lo.ToolStrategy = &ts
-	inst, err := llm.LLM(lo)
+	inst, err := llm.LLM(&lo)
 	if err != nil {
 		return nil, err
 	}

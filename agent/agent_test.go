@@ -35,7 +35,7 @@ func newAgent(t *testing.T, m *scripted.Model, opts agent.Options) *agent.Agent 
 	if opts.Tools == nil {
 		opts.Tools = []llm.Tool{echo()}
 	}
-	a, err := agent.New(opts)
+	a, err := agent.New(&opts)
 	if err != nil {
 		t.Fatalf("agent.New: %v", err)
 	}
@@ -645,7 +645,7 @@ func TestUAP_8_3_SequentialAndDependsOn(t *testing.T) {
 		t.Errorf("order (-want +got):\n%s", diff)
 	}
 	cyclic := []llm.Tool{agent.DependsOn(mk("a", nil, nil), "b"), agent.DependsOn(mk("b", nil, nil), "a")}
-	if _, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.New().Ref(), Tools: cyclic}}); err == nil || !strings.Contains(err.Error(), "cycle") {
+	if _, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.New().Ref(), Tools: cyclic}}); err == nil || !strings.Contains(err.Error(), "cycle") {
 		t.Errorf("cyclic dependsOn accepted: %v", err)
 	}
 }

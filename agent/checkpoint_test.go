@@ -208,7 +208,7 @@ func TestUAP_12_3_CoalescedCheckpointsKeepTheNewest(t *testing.T) {
 }
 
 func TestCheckpointQueueMustNotBeNegative(t *testing.T) {
-	_, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.New().Ref()}, CheckpointQueue: -1})
+	_, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.New().Ref()}, CheckpointQueue: -1})
 	if err == nil || !strings.Contains(err.Error(), "CheckpointQueue") {
 		t.Errorf("err = %v", err)
 	}

@@ -9,7 +9,7 @@
 //			Params: map[string]any{"max_tokens": 4096},
 //			Tools:  []llm.Tool{search, fetch},
 //		},
-//		Execution: execution.ReAct(execution.ReActOptions{}),
+//		Execution: execution.ReAct(&execution.ReActOptions{}),
 //		Strategy: agent.StrategyHooks{
 //			StopCondition: func(ctx context.Context, s *agent.State) bool { return s.Step() >= 20 },
 //		},

@@ -21,7 +21,7 @@ func ExampleNew() {
 		Parameters: llm.MustSchema(`{"type":"object","properties":{"city":{"type":"string"}}}`),
 		Run:        func(context.Context, map[string]any) (any, error) { return "4 °C", nil }}
 
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{lookup}}})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{lookup}}})
 	if err != nil {
 		panic(err)
 	}
@@ -40,8 +40,8 @@ func ExampleNew() {
 // A sub-agent is a tool with an explicit schema that runs another agent;
 // its trace is kept in the parent's state.
 func ExampleSubagentTool() {
-	helper, _ := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.New(scripted.Step{Text: "Go 1.23 added range-over-func."}).Ref()}})
-	research, _ := agent.SubagentTool(helper, agent.SubagentOptions{
+	helper, _ := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.New(scripted.Step{Text: "Go 1.23 added range-over-func."}).Ref()}})
+	research, _ := agent.SubagentTool(helper, &agent.SubagentOptions{
 		Name: "research", Description: "Answers a research question.",
 		Parameters: llm.MustSchema(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`),
 	})
@@ -49,7 +49,7 @@ func ExampleSubagentTool() {
 		scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "r1", ToolName: "research", Arguments: map[string]any{"query": "When did Go get iterators?"}}}},
 		scripted.Step{Text: "Go got iterators in 1.23."},
 	)
-	a, _ := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: lead.Ref(), Tools: []llm.Tool{research}}})
+	a, _ := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: lead.Ref(), Tools: []llm.Tool{research}}})
 	res, err := a.Generate(context.Background(), llm.Text("When did Go get iterators?"), nil)
 	if err != nil {
 		panic(err)
@@ -66,13 +66,13 @@ func ExampleSubagentTool() {
 func ExampleAgent_Resume() {
 	store := newMemStore() // a real program uses checkpoint.File or sqlstore
 	first := scripted.New(scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "c1", ToolName: "echo", Arguments: map[string]any{"v": "saved"}}}})
-	a, _ := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: first.Ref(), Tools: []llm.Tool{echo()}}, Checkpoints: store})
+	a, _ := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: first.Ref(), Tools: []llm.Tool{echo()}}, Checkpoints: store})
 	_, err := a.Generate(context.Background(), llm.Text("go"), nil) // the model "fails" after step 1
 	fmt.Println("interrupted:", err != nil)
 	a.FlushCheckpoints(context.Background())
 
 	second := scripted.New(scripted.Step{Text: "finished after resume"})
-	b, _ := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: second.Ref(), Tools: []llm.Tool{echo()}}, Checkpoints: store})
+	b, _ := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: second.Ref(), Tools: []llm.Tool{echo()}}, Checkpoints: store})
 	res, err := b.Resume(context.Background(), a.SessionID())
 	if err != nil {
 		panic(err)
@@ -106,7 +106,7 @@ func ExampleToolset() {
 		scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "2", ToolName: "pay", Arguments: map[string]any{}}}},
 		scripted.Step{Text: "Paid."},
 	)
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()},
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()},
 		Toolsets: []agent.Toolset{&stagedTools{stage: "browse"}}})
 	if err != nil {
 		panic(err)

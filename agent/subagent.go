@@ -38,7 +38,11 @@ type SubagentOptions struct {
 // subagent_start and subagent_end (§8.4). Every execution is recorded as a
 // SubagentTrace in the state the parent's step ends with (§8.5) — in every
 // strategy, since the trace travels through the tool's context.
-func SubagentTool(sub *Agent, opts SubagentOptions) (llm.Tool, error) {
+func SubagentTool(sub *Agent, options *SubagentOptions) (llm.Tool, error) {
+	var opts SubagentOptions
+	if options != nil {
+		opts = *options
+	}
 	switch {
 	case sub == nil:
 		return llm.Tool{}, errors.New("agent: SubagentTool needs an agent")

@@ -90,7 +90,7 @@ func (a *Agent) stepLLM(ctx context.Context, s *State) (*llm.LLMInstance, error)
 		ts.Schedule = schedule
 	}
 	lo.Tools, lo.ToolStrategy = tools, &ts
-	return llm.LLM(lo)
+	return llm.LLM(&lo)
 }
 
 // wrapTool applies the ToolWrapper middleware to t, in slice order.

@@ -17,7 +17,7 @@ func TestUAIP_ConformanceKitPasses(t *testing.T) {
 				args = append(args, "--store", tc.store)
 			}
 			srv := startServer(t, args...)
-			rep := conformance.Run(context.Background(), conformance.Options{BaseURL: srv.URL, HTTPClient: httpClient(4)})
+			rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, HTTPClient: httpClient(4)})
 			for _, r := range rep.Results {
 				if !r.Passed {
 					t.Log(r)

@@ -90,7 +90,11 @@ type AgentOptions struct {
 // EventRequestID for what its consumer sees.
 //
 // A sub-agent run inside a governed tool call is a child run (§4.3).
-func (g *Governor) Middleware(o AgentOptions) agent.Middleware {
+func (g *Governor) Middleware(opts *AgentOptions) agent.Middleware {
+	var o AgentOptions
+	if opts != nil {
+		o = *opts
+	}
 	return &agentMiddleware{g: g, o: o}
 }
 
@@ -163,7 +167,7 @@ func (m *agentMiddleware) Before(ctx context.Context, mc *agent.MiddlewareContex
 	if rid, ok := ctx.Value(requestIDKey{}).(*requestID); ok && parent == nil && rid.taken.CompareAndSwap(false, true) {
 		o.RequestID = rid.id
 	}
-	run, err := m.g.Start(ctx, o)
+	run, err := m.g.Start(ctx, &o)
 	if err != nil {
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func newAgentFixture(t *testing.T, mutate func(*govern.Options)) *agentFixture {
 	if mutate != nil {
 		mutate(&f.opts)
 	}
-	g, err := govern.New(context.Background(), f.opts)
+	g, err := govern.New(context.Background(), &f.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func newAgentFixture(t *testing.T, mutate func(*govern.Options)) *agentFixture {
 // restart builds a new governor over the same journal.
 func (f *agentFixture) restart(t *testing.T) {
 	t.Helper()
-	g, err := govern.New(context.Background(), f.opts)
+	g, err := govern.New(context.Background(), &f.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,8 +118,8 @@ func refundTool(l *ledger, calls *atomic.Int32) llm.Tool {
 
 func newGovernedAgent(t *testing.T, g *govern.Governor, m *scripted.Model, o govern.AgentOptions, tools ...llm.Tool) *agent.Agent {
 	t.Helper()
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref(), Tools: tools},
-		Middleware: []agent.Middleware{g.Middleware(o)}})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref(), Tools: tools},
+		Middleware: []agent.Middleware{g.Middleware(&o)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestAgentChildFailureBlocksParent(t *testing.T) {
 		o.Classes = []govern.TaskClass{{Name: "strict", RequiredVerifiers: []string{"never"}}}
 	})
 	child := newGovernedAgent(t, f.g, scripted.New(scripted.Step{Text: "child answer"}), govern.AgentOptions{TaskClass: "strict", Identity: govern.Identity{AgentID: "agent:child"}})
-	sub, err := agent.SubagentTool(child, agent.SubagentOptions{Name: "researcher", Description: "researches", Parameters: llm.Schema{"type": "object", "properties": map[string]any{"input": map[string]any{"type": "string"}}}})
+	sub, err := agent.SubagentTool(child, &agent.SubagentOptions{Name: "researcher", Description: "researches", Parameters: llm.Schema{"type": "object", "properties": map[string]any{"input": map[string]any{"type": "string"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,8 +364,8 @@ func TestAgentGovernsToolsetTools(t *testing.T) {
 		scripted.Step{Text: "refunded o-9"},
 	)
 	newAgent := func() *agent.Agent {
-		a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{staged(f.ledger)},
-			Middleware: []agent.Middleware{f.g.Middleware(govern.AgentOptions{Name: "support"})}})
+		a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{staged(f.ledger)},
+			Middleware: []agent.Middleware{f.g.Middleware(&govern.AgentOptions{Name: "support"})}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -66,7 +66,7 @@ func TestUAICP_5_1_MissingEvidenceBlocksDeliver(t *testing.T) {
 	}
 
 	t.Run("Execute", func(t *testing.T) {
-		_, err := g.Execute(bg, govern.RunOptions{Identity: testIdentity(), TaskClass: "needs"}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
+		_, err := g.Execute(bg, &govern.RunOptions{Identity: testIdentity(), TaskClass: "needs"}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
 			return "out", nil
 		})
 		wantReasons(t, err, govern.EvidenceMissing, govern.RepairsExhausted)

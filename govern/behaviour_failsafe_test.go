@@ -19,7 +19,7 @@ func TestUAICP_7_FailSafe(t *testing.T) {
 	opts.Classes = []govern.TaskClass{{Name: "needs", RequiredEvidence: []govern.EvidenceType{govern.TestReport}}}
 	g := newGov(t, opts)
 	ctx := context.Background()
-	_, err := g.Execute(ctx, govern.RunOptions{Identity: testIdentity(), TaskClass: "needs"}, func(ctx context.Context, r *govern.Run, _ *govern.Verdict) (any, error) {
+	_, err := g.Execute(ctx, &govern.RunOptions{Identity: testIdentity(), TaskClass: "needs"}, func(ctx context.Context, r *govern.Run, _ *govern.Verdict) (any, error) {
 		for _, id := range []string{"w1", "w2"} {
 			if _, err := r.Invoke(ctx, withRollback(lowRisk("put")), govern.Call{ID: id}, (&tool{}).fn); err != nil {
 				return nil, err

@@ -50,7 +50,7 @@ func newGov(t testing.TB, opts govern.Options) *govern.Governor {
 	if opts.Logger == nil {
 		opts.Logger = quietLogger
 	}
-	g, err := govern.New(bg, opts)
+	g, err := govern.New(bg, &opts)
 	if err != nil {
 		t.Fatalf("govern.New: %v", err)
 	}
@@ -63,7 +63,7 @@ func start(t testing.TB, g *govern.Governor, o govern.RunOptions) *govern.Run {
 	if o.Identity.AgentID == "" && o.Identity.OwnerID == "" {
 		o.Identity = testIdentity()
 	}
-	r, err := g.Start(bg, o)
+	r, err := g.Start(bg, &o)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

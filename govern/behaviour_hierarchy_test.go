@@ -61,7 +61,7 @@ func TestUAICP_4_3_ChildFailureBubblesUp(t *testing.T) {
 		parent := start(t, g, govern.RunOptions{})
 		ok := start(t, g, govern.RunOptions{Parent: parent})
 		verifyPass(t, ok, "fine")
-		_, err := g.Execute(bg, govern.RunOptions{Identity: testIdentity(), Parent: parent}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
+		_, err := g.Execute(bg, &govern.RunOptions{Identity: testIdentity(), Parent: parent}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
 			return nil, govern.Reason(govern.PolicyBlocked)
 		})
 		wantReasons(t, err, govern.PolicyBlocked)
@@ -130,7 +130,7 @@ func TestUAICP_4_3_ChildFailureBubblesUp(t *testing.T) {
 		g := newGov(t, govern.Options{})
 		parent := start(t, g, govern.RunOptions{})
 		for range 3 {
-			d, err := g.Execute(bg, govern.RunOptions{Identity: testIdentity(), Parent: parent}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
+			d, err := g.Execute(bg, &govern.RunOptions{Identity: testIdentity(), Parent: parent}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
 				return "part", nil
 			})
 			if err != nil {

@@ -62,7 +62,7 @@ func TestUAICP_4_1_RepairLoopBounded(t *testing.T) {
 				Classes: []govern.TaskClass{{Name: "k", RequiredVerifiers: []string{"strict"}, MaxRepairs: tc.classMax}}})
 			var run *govern.Run
 			var verdicts []*govern.Verdict
-			_, err := g.Execute(bg, govern.RunOptions{Identity: testIdentity(), TaskClass: "k"}, func(ctx context.Context, r *govern.Run, repair *govern.Verdict) (any, error) {
+			_, err := g.Execute(bg, &govern.RunOptions{Identity: testIdentity(), TaskClass: "k"}, func(ctx context.Context, r *govern.Run, repair *govern.Verdict) (any, error) {
 				run = r
 				verdicts = append(verdicts, repair)
 				return "attempt", nil
@@ -135,7 +135,7 @@ func TestUAICP_4_1_RepairThenPass(t *testing.T) {
 		return []govern.Check{{CheckID: "fixed", Result: res}}
 	})
 	g := newGov(t, govern.Options{Verifiers: []govern.Verifier{v}, Classes: []govern.TaskClass{{Name: "k", RequiredVerifiers: []string{"is-fixed"}}}})
-	d, err := g.Execute(bg, govern.RunOptions{Identity: testIdentity(), TaskClass: "k"}, func(_ context.Context, _ *govern.Run, repair *govern.Verdict) (any, error) {
+	d, err := g.Execute(bg, &govern.RunOptions{Identity: testIdentity(), TaskClass: "k"}, func(_ context.Context, _ *govern.Run, repair *govern.Verdict) (any, error) {
 		if repair == nil {
 			return "broken", nil
 		}

@@ -58,7 +58,7 @@ func TestUAICP_4_CanTransitionTable(t *testing.T) {
 func TestUAICP_4_RunTakesTheMachineOrder(t *testing.T) {
 	t.Run("deliver", func(t *testing.T) {
 		g := newGov(t, govern.Options{})
-		d, err := g.Execute(bg, govern.RunOptions{Identity: testIdentity()}, func(ctx context.Context, r *govern.Run, _ *govern.Verdict) (any, error) {
+		d, err := g.Execute(bg, &govern.RunOptions{Identity: testIdentity()}, func(ctx context.Context, r *govern.Run, _ *govern.Verdict) (any, error) {
 			if _, err := r.Invoke(ctx, readOnly("lookup"), govern.Call{ID: "c1"}, (&tool{}).fn); err != nil {
 				return nil, err
 			}
@@ -91,7 +91,7 @@ func TestUAICP_4_RunTakesTheMachineOrder(t *testing.T) {
 			return &govern.Report{Status: govern.ReportStatus(res), Checks: []govern.Check{{CheckID: "c", Result: res}}}, nil
 		})
 		g := newGov(t, govern.Options{Verifiers: []govern.Verifier{v}, Classes: []govern.TaskClass{{Name: "k", RequiredVerifiers: []string{"second-time"}}}})
-		d, err := g.Execute(bg, govern.RunOptions{Identity: testIdentity(), TaskClass: "k"}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
+		d, err := g.Execute(bg, &govern.RunOptions{Identity: testIdentity(), TaskClass: "k"}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
 			return "x", nil
 		})
 		if err != nil {
@@ -363,10 +363,10 @@ func TestUAICP_4_1_TerminalStatesAbsorb(t *testing.T) {
 					checkWire(t, env)
 				}
 			}
-			if _, err := g.Start(bg, govern.RunOptions{Identity: testIdentity(), Parent: r}); !errors.Is(err, govern.ErrRunClosed) {
+			if _, err := g.Start(bg, &govern.RunOptions{Identity: testIdentity(), Parent: r}); !errors.Is(err, govern.ErrRunClosed) {
 				t.Errorf("Start with a %s parent: err = %v, want ErrRunClosed", term, err)
 			}
-			if _, err := g.Start(bg, govern.RunOptions{Identity: testIdentity(), RequestID: r.RequestID()}); err == nil {
+			if _, err := g.Start(bg, &govern.RunOptions{Identity: testIdentity(), RequestID: r.RequestID()}); err == nil {
 				t.Errorf("Start reused the request_id of a %s run", term)
 			}
 			if after := len(records(t, g.Journal())); after != before {
@@ -423,7 +423,7 @@ func TestUAICP_4_1_ExecuteFailsSafe(t *testing.T) {
 			defer cancel()
 			wrote := &tool{}
 			var run *govern.Run
-			d, err := g.Execute(ctx, govern.RunOptions{Identity: testIdentity()}, func(ctx context.Context, r *govern.Run, v *govern.Verdict) (any, error) {
+			d, err := g.Execute(ctx, &govern.RunOptions{Identity: testIdentity()}, func(ctx context.Context, r *govern.Run, v *govern.Verdict) (any, error) {
 				run = r
 				if _, err := r.Invoke(ctx, withRollback(lowRisk("write")), govern.Call{ID: "w1"}, wrote.fn); err != nil {
 					t.Errorf("write: %v", err)
@@ -451,7 +451,7 @@ func TestUAICP_4_1_ExecuteFailsSafe(t *testing.T) {
 		g := newGov(t, govern.Options{})
 		ctx, cancel := context.WithCancel(bg)
 		cancel()
-		_, err := g.Execute(ctx, govern.RunOptions{Identity: testIdentity()}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
+		_, err := g.Execute(ctx, &govern.RunOptions{Identity: testIdentity()}, func(context.Context, *govern.Run, *govern.Verdict) (any, error) {
 			return "out", nil
 		})
 		wantReasons(t, err, govern.Cancelled)
@@ -478,15 +478,15 @@ func TestUAICP_4_StartValidates(t *testing.T) {
 		{"parent trace id not W3C", govern.RunOptions{Identity: id, ParentTraceID: "xyz"}},
 	}
 	for _, tc := range cases {
-		if _, err := g.Start(bg, tc.o); !errors.Is(err, govern.IdentityInvalid) {
+		if _, err := g.Start(bg, &tc.o); !errors.Is(err, govern.IdentityInvalid) {
 			t.Errorf("%s: err = %v, want IDENTITY_INVALID", tc.name, err)
 		}
 	}
-	if _, err := g.Start(bg, govern.RunOptions{Identity: id, TaskClass: "nope"}); err == nil {
+	if _, err := g.Start(bg, &govern.RunOptions{Identity: id, TaskClass: "nope"}); err == nil {
 		t.Error("Start with an unknown task class succeeded")
 	}
 	r := start(t, g, govern.RunOptions{})
-	if _, err := g.Start(bg, govern.RunOptions{Identity: id, RequestID: r.RequestID()}); err == nil {
+	if _, err := g.Start(bg, &govern.RunOptions{Identity: id, RequestID: r.RequestID()}); err == nil {
 		t.Error("two live runs with one request_id")
 	}
 	if n := len(records(t, g.Journal())); n != 1 {

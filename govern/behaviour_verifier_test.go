@@ -32,7 +32,7 @@ func TestUAICP_5_2_VerifierMustBeRegistered(t *testing.T) {
 	}
 	for i, o := range bad {
 		o.Logger = quietLogger
-		if _, err := govern.New(bg, o); err == nil {
+		if _, err := govern.New(bg, &o); err == nil {
 			t.Errorf("options %d: New succeeded", i)
 		}
 	}

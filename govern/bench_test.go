@@ -32,7 +32,7 @@ var benchJournals = []benchJournal{
 // fsyncs are real, and counted through the fault hook.
 func openFileJournal(b *testing.B) (govern.Journal, *atomic.Int64) {
 	fsyncs := new(atomic.Int64)
-	j, err := journal.Open(filepath.Join(b.TempDir(), "journal.jsonl"), journal.Options{FaultHook: func(point string) {
+	j, err := journal.Open(filepath.Join(b.TempDir(), "journal.jsonl"), &journal.Options{FaultHook: func(point string) {
 		if point == journal.PointSynced {
 			fsyncs.Add(1)
 		}
@@ -125,7 +125,7 @@ func benchGoverned(b *testing.B, tier govern.Tier, bj benchJournal, parallel int
 	keys := govern.NewKeyring()
 	keys.Add("alice", pub)
 	j, fsyncs := bj.open(b)
-	g, err := govern.New(ctx, govern.Options{Journal: j, Keyring: keys,
+	g, err := govern.New(ctx, &govern.Options{Journal: j, Keyring: keys,
 		Rollbacks: map[string]govern.RollbackFunc{"undo": func(context.Context, govern.RollbackAction) error { return nil }}})
 	if err != nil {
 		b.Fatal(err)
@@ -190,7 +190,7 @@ func prepareCalls(b *testing.B, g *govern.Governor, spec govern.ToolSpec, priv e
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			run, err := g.Start(ctx, govern.RunOptions{Identity: benchIdentity})
+			run, err := g.Start(ctx, &govern.RunOptions{Identity: benchIdentity})
 			if err == nil {
 				err = run.Advance(ctx, govern.Execute)
 			}

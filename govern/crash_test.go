@@ -168,7 +168,7 @@ func openCrashJournal(t testing.TB, backend, dir string, k *killer) (govern.Jour
 			// depend on timing.
 			opts.FlushInterval, opts.FaultHook = -1, k.journalPoint
 		}
-		f, err := journal.Open(filepath.Join(dir, "journal.jsonl"), opts)
+		f, err := journal.Open(filepath.Join(dir, "journal.jsonl"), &opts)
 		if err != nil {
 			t.Fatalf("journal.Open: %v", err)
 		}
@@ -256,8 +256,8 @@ func (e *externalSystem) undo(_ context.Context, a govern.RollbackAction) error 
 	return nil
 }
 
-func crashOptions(t testing.TB, j govern.Journal, ext *externalSystem) govern.Options {
-	return govern.Options{Journal: j, Node: crashNode, Keyring: keyring(t, alice), Logger: quietLogger,
+func crashOptions(t testing.TB, j govern.Journal, ext *externalSystem) *govern.Options {
+	return &govern.Options{Journal: j, Node: crashNode, Keyring: keyring(t, alice), Logger: quietLogger,
 		Rollbacks: map[string]govern.RollbackFunc{undoType: ext.undo}}
 }
 
@@ -277,7 +277,7 @@ func crashScenario(t testing.TB, g *govern.Governor, k *killer, ext *externalSys
 	}
 	put, wire := withRollback(lowRisk("put")), highRisk("wire")
 	startRun := func(id, name string) *govern.Run {
-		r, err := g.Start(bg, govern.RunOptions{RequestID: id, Identity: testIdentity()})
+		r, err := g.Start(bg, &govern.RunOptions{RequestID: id, Identity: testIdentity()})
 		if err != nil {
 			t.Fatalf("Start %s: %v", name, err)
 		}
@@ -853,13 +853,13 @@ func tamperFile(t *testing.T, path, how string, seq uint64) error {
 	if err := os.WriteFile(copyPath, []byte(strings.Join(lines, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := journal.Open(copyPath, journal.Options{ReadOnly: true})
+	ro, err := journal.Open(copyPath, &journal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, verr := govern.VerifyChain(bg, ro)
 	ro.Close()
-	f, err := journal.Open(copyPath, journal.Options{})
+	f, err := journal.Open(copyPath, &journal.Options{})
 	if err == nil {
 		f.Close()
 		return errors.New("journal.Open accepted the tampered file")

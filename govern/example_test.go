@@ -18,11 +18,11 @@ import (
 // safe.
 func ExampleGovernor_Execute() {
 	ctx := context.Background()
-	g, _ := govern.New(ctx, govern.Options{
+	g, _ := govern.New(ctx, &govern.Options{
 		Classes: []govern.TaskClass{{Name: "quote", RequiredEvidence: []govern.EvidenceType{govern.ToolResult}}},
 	})
 	price := govern.ToolSpec{Name: "price", Tier: govern.ReadOnly}
-	d, err := g.Execute(ctx, govern.RunOptions{
+	d, err := g.Execute(ctx, &govern.RunOptions{
 		TaskClass: "quote",
 		Identity:  govern.Identity{AgentID: "agent:quoter", OwnerID: "org:acme", ControlClass: govern.Autonomous},
 	}, func(ctx context.Context, run *govern.Run, repair *govern.Verdict) (any, error) {
@@ -50,7 +50,7 @@ func ExampleGovernor_Middleware() {
 	keys := govern.NewKeyring()
 	keys.Add("alice", pub)
 	undo := map[string]govern.RollbackFunc{"refund.cancel": func(ctx context.Context, a govern.RollbackAction) error { return nil }}
-	g, _ := govern.New(ctx, govern.Options{Keyring: keys, Rollbacks: undo})
+	g, _ := govern.New(ctx, &govern.Options{Keyring: keys, Rollbacks: undo})
 
 	refund := govern.Declare(llm.Tool{Name: "refund", Description: "Refunds an order.", Parameters: llm.Schema{"type": "object"},
 		Run: func(ctx context.Context, args map[string]any) (any, error) {
@@ -63,8 +63,8 @@ func ExampleGovernor_Middleware() {
 		scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "c1", ToolName: "refund", Arguments: map[string]any{"order": "o-1"}}}},
 		scripted.Step{Text: "Order o-1 is refunded."},
 	)
-	a, _ := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{refund}},
-		Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:acme"}})}})
+	a, _ := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{refund}},
+		Middleware: []agent.Middleware{g.Middleware(&govern.AgentOptions{Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:acme"}})}})
 
 	_, err := a.Generate(ctx, llm.Text("Refund order o-1."), nil)
 	var paused *govern.Error

@@ -32,8 +32,12 @@ type Work func(ctx context.Context, run *Run, repair *Verdict) (output any, err 
 // error from fn (its reasons, else ToolFailed), a panic in fn
 // (InternalError), a cancelled ctx (Cancelled). A run that failed safe is
 // returned as an *Error carrying the uncertain envelope.
-func (g *Governor) Execute(ctx context.Context, o RunOptions, fn Work) (*Delivery, error) {
-	run, err := g.Start(ctx, o)
+func (g *Governor) Execute(ctx context.Context, runOpts *RunOptions, fn Work) (*Delivery, error) {
+	var o RunOptions
+	if runOpts != nil {
+		o = *runOpts
+	}
+	run, err := g.Start(ctx, &o)
 	if err != nil {
 		return nil, err
 	}

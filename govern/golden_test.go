@@ -65,7 +65,7 @@ func goldenObjects(t *testing.T) map[string]any {
 		return &govern.Report{Status: govern.ReportPass, EvidenceIDs: evIDs, Extra: map[string]any{"acme.duration_ms": 12},
 			Checks: []govern.Check{{CheckID: "BALANCE_CITED", Result: govern.CheckPass, Details: "the answer cites the ledger"}, {CheckID: "CURRENCY", Result: govern.CheckSkip}}}, nil
 	})
-	g, err := govern.New(ctx, govern.Options{
+	g, err := govern.New(ctx, &govern.Options{
 		Classes:   []govern.TaskClass{{Name: "balance", RequiredEvidence: []govern.EvidenceType{govern.ToolResult}, RequiredVerifiers: []string{"answer-check"}}},
 		Verifiers: []govern.Verifier{verifier},
 	})
@@ -74,7 +74,7 @@ func goldenObjects(t *testing.T) map[string]any {
 	}
 	auditJournal := func(g *govern.Governor) { t.Cleanup(func() { checkAudit(t, g.Journal()) }) }
 	auditJournal(g)
-	r, err := g.Start(ctx, govern.RunOptions{RequestID: goldenRequestID, TraceID: goldenTraceID, Identity: goldenIdentity, TaskClass: "balance"})
+	r, err := g.Start(ctx, &govern.RunOptions{RequestID: goldenRequestID, TraceID: goldenTraceID, Identity: goldenIdentity, TaskClass: "balance"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func goldenObjects(t *testing.T) map[string]any {
 
 	// A run that fails safe: its required evidence is missing.
 	restore = ids.Set(&goldenIDs{})
-	r, err = g.Start(ctx, govern.RunOptions{RequestID: goldenRequestID[:35] + "8", TraceID: goldenTraceID, Identity: goldenIdentity, TaskClass: "balance"})
+	r, err = g.Start(ctx, &govern.RunOptions{RequestID: goldenRequestID[:35] + "8", TraceID: goldenTraceID, Identity: goldenIdentity, TaskClass: "balance"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,14 +134,14 @@ func goldenObjects(t *testing.T) map[string]any {
 	if _, err := kr.Add("human:alice", priv.Public().(ed25519.PublicKey)); err != nil {
 		t.Fatal(err)
 	}
-	g, err = govern.New(ctx, govern.Options{Keyring: kr, Rollbacks: map[string]govern.RollbackFunc{
+	g, err = govern.New(ctx, &govern.Options{Keyring: kr, Rollbacks: map[string]govern.RollbackFunc{
 		"refund.cancel": func(context.Context, govern.RollbackAction) error { return nil },
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	auditJournal(g)
-	r, err = g.Start(ctx, govern.RunOptions{RequestID: goldenRequestID[:35] + "a", TraceID: goldenTraceID, ParentTraceID: "0af7651916cd43dd8448eb211c80319c", Identity: goldenIdentity})
+	r, err = g.Start(ctx, &govern.RunOptions{RequestID: goldenRequestID[:35] + "a", TraceID: goldenTraceID, ParentTraceID: "0af7651916cd43dd8448eb211c80319c", Identity: goldenIdentity})
 	if err != nil {
 		t.Fatal(err)
 	}

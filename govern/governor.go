@@ -87,7 +87,11 @@ type Governor struct {
 // New returns a governor. It checks that every task class requires only
 // registered verifiers and has a valid floor, and reads the journal to
 // learn the runs still open and the approvals pending.
-func New(ctx context.Context, opts Options) (*Governor, error) {
+func New(ctx context.Context, options *Options) (*Governor, error) {
+	var opts Options
+	if options != nil {
+		opts = *options
+	}
 	g := &Governor{opts: opts, j: opts.Journal, policy: opts.Policy, keyring: opts.Keyring,
 		classes: map[string]*TaskClass{}, verifiers: map[string]Verifier{}, log: opts.Logger, live: map[string]*Run{}}
 	if g.j == nil {
@@ -188,7 +192,11 @@ type RunOptions struct {
 
 // Start opens a run in phase intake. It fails with IdentityInvalid for
 // an incomplete identity.
-func (g *Governor) Start(ctx context.Context, o RunOptions) (*Run, error) {
+func (g *Governor) Start(ctx context.Context, runOpts *RunOptions) (*Run, error) {
+	var o RunOptions
+	if runOpts != nil {
+		o = *runOpts
+	}
 	if err := o.Identity.Validate(); err != nil {
 		return nil, err
 	}

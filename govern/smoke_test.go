@@ -18,7 +18,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rolled []string
-	g, err := govern.New(ctx, govern.Options{Keyring: kr,
+	g, err := govern.New(ctx, &govern.Options{Keyring: kr,
 		Classes: []govern.TaskClass{{Name: "refund", RequiredEvidence: []govern.EvidenceType{govern.ToolResult}}},
 		Rollbacks: map[string]govern.RollbackFunc{"refund.cancel": func(ctx context.Context, a govern.RollbackAction) error {
 			rolled = append(rolled, a.Target)
@@ -30,7 +30,7 @@ func TestSmoke(t *testing.T) {
 	}
 	t.Cleanup(func() { checkAudit(t, g.Journal()) })
 	id := govern.Identity{AgentID: "agent:a", OwnerID: "org:x", ControlClass: govern.HumanSupervised}
-	r, err := g.Start(ctx, govern.RunOptions{Identity: id, TaskClass: "refund"})
+	r, err := g.Start(ctx, &govern.RunOptions{Identity: id, TaskClass: "refund"})
 	if err != nil {
 		t.Fatal(err)
 	}

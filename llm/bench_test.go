@@ -25,7 +25,7 @@ func BenchmarkToolLoopCycle(b *testing.B) {
 		return toolStep, nil
 	})
 	noop := llm.Tool{Name: "noop", Run: func(context.Context, map[string]any) (any, error) { return "ok", nil }}
-	inst, err := llm.LLM(llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{noop},
+	inst, err := llm.LLM(&llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{noop},
 		ToolStrategy: &llm.ToolUseStrategy{MaxIterations: llm.Infinity}})
 	if err != nil {
 		b.Fatal(err)
@@ -57,7 +57,7 @@ func BenchmarkToolLoopCycleParallelCalls(b *testing.B) {
 		return scripted.Step{ToolCalls: calls, Usage: llm.TokenUsage{InputTokens: 1}}, nil
 	})
 	noop := llm.Tool{Name: "noop", Run: func(context.Context, map[string]any) (any, error) { return "ok", nil }}
-	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{noop},
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{noop},
 		ToolStrategy: &llm.ToolUseStrategy{MaxIterations: llm.Infinity}})
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -75,7 +75,7 @@ func BenchmarkStreamTextEvents(b *testing.B) {
 	m := scripted.NewFunc(func(context.Context, *llm.Request) (scripted.Step, error) {
 		return scripted.Step{Text: "x", Chunks: chunks, Usage: llm.TokenUsage{InputTokens: 1}}, nil
 	})
-	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref()})
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref()})
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N/1000 + 1 {

@@ -25,7 +25,11 @@ type LoggingOptions struct {
 // response (stop reason, usage), tool calls and results, the end (usage,
 // cycles, duration) and failures. Configuration, including API keys, is
 // never logged.
-func Logging(opts LoggingOptions) Middleware {
+func Logging(options *LoggingOptions) Middleware {
+	var opts LoggingOptions
+	if options != nil {
+		opts = *options
+	}
 	logger := func() *slog.Logger {
 		if opts.Logger != nil {
 			return opts.Logger
@@ -87,7 +91,11 @@ type ParsedObjectOptions struct {
 // the fragments of that object or call (UPP-1.3 §10.7
 // parsedObjectMiddleware), using ParsePartialJSON. Events whose
 // accumulated text is not yet usable carry a nil Parsed.
-func ParsedObject(opts ParsedObjectOptions) Middleware {
+func ParsedObject(options *ParsedObjectOptions) Middleware {
+	var opts ParsedObjectOptions
+	if options != nil {
+		opts = *options
+	}
 	return Middleware{
 		Name: "parsed-object",
 		OnStreamEvent: func(_ context.Context, mc *MiddlewareContext, ev StreamEvent) []StreamEvent {

@@ -69,8 +69,8 @@ func FuzzParsePartialJSON(f *testing.F) {
 
 func TestUPP_10_7_ParsedObjectMiddleware(t *testing.T) {
 	m := scripted.NewT(t, scripted.Step{Data: map[string]any{"name": "Ada", "tags": []any{"math", "poetry"}}})
-	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref(), Structure: llm.Schema{"type": "object"},
-		Middleware: []llm.Middleware{llm.ParsedObject(llm.ParsedObjectOptions{})}})
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref(), Structure: llm.Schema{"type": "object"},
+		Middleware: []llm.Middleware{llm.ParsedObject(&llm.ParsedObjectOptions{})}})
 	var last any
 	n := 0
 	for ev, err := range inst.Stream(context.Background(), nil, llm.Text("x")).Events() {
@@ -96,9 +96,9 @@ func TestUPP_10_7_LoggingMiddleware(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&buf, nil))
 	m := scripted.NewT(t, scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "1", ToolName: "echo", Arguments: map[string]any{"v": "secret-arg"}}}}, scripted.Step{Text: "ok"})
-	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{echoTool("echo")},
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{echoTool("echo")},
 		Config:     llm.ProviderConfig{APIKey: llm.StaticKey("sk-never-logged")},
-		Middleware: []llm.Middleware{llm.Logging(llm.LoggingOptions{Logger: logger})}})
+		Middleware: []llm.Middleware{llm.Logging(&llm.LoggingOptions{Logger: logger})}})
 	if _, err := inst.Generate(context.Background(), nil, llm.Text("x")); err != nil {
 		t.Fatal(err)
 	}

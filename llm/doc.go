@@ -6,7 +6,7 @@
 // A provider package (llm/anthropic, llm/openai, llm/gemini, llm/ollama,
 // llm/scripted) returns a ModelReference; LLM binds it:
 //
-//	claude, err := llm.LLM(llm.LLMOptions{
+//	claude, err := llm.LLM(&llm.LLMOptions{
 //		Model:  anthropic.Model("claude-sonnet-4-5", nil),
 //		Params: map[string]any{"max_tokens": 1024},
 //		System: "You are terse.",

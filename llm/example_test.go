@@ -20,7 +20,7 @@ func ExampleLLM() {
 		llm.MustSchema(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`),
 		func(_ context.Context, args addArgs) (any, error) { return args.A + args.B, nil })
 
-	calc, err := llm.LLM(llm.LLMOptions{Model: model.Ref(), System: "Use the tools.", Tools: []llm.Tool{add}})
+	calc, err := llm.LLM(&llm.LLMOptions{Model: model.Ref(), System: "Use the tools.", Tools: []llm.Tool{add}})
 	if err != nil {
 		panic(err)
 	}
@@ -40,7 +40,7 @@ func ExampleLLM() {
 // Streaming prints text as it arrives; Turn returns what Generate would.
 func ExampleLLMInstance_Stream() {
 	model := scripted.New(scripted.Step{Text: "Hello, streaming world."})
-	inst, _ := llm.LLM(llm.LLMOptions{Model: model.Ref()})
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: model.Ref()})
 	s := inst.Stream(context.Background(), nil, llm.Text("Greet me"))
 	for ev, err := range s.Events() {
 		if err != nil {
@@ -61,7 +61,7 @@ func ExampleLLMInstance_Stream() {
 // Structured output: the parsed object is in Turn.Data.
 func ExampleLLMOptions_structure() {
 	model := scripted.New(scripted.Step{Data: map[string]any{"name": "Ada", "age": 36}})
-	inst, _ := llm.LLM(llm.LLMOptions{Model: model.Ref(),
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: model.Ref(),
 		Structure: llm.MustSchema(`{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"}}}`)})
 	turn, _ := inst.Generate(context.Background(), nil, llm.Text("Ada Lovelace was 36."))
 	fmt.Println(turn.Data)

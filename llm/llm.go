@@ -47,7 +47,11 @@ type LLMInstance struct {
 // LLM binds opts.Model and checks the options against the provider's
 // capabilities: structured output, tools and tool names are checked here,
 // media per request. Failures are INVALID_REQUEST.
-func LLM(opts LLMOptions) (*LLMInstance, error) {
+func LLM(options *LLMOptions) (*LLMInstance, error) {
+	var opts LLMOptions
+	if options != nil {
+		opts = *options
+	}
 	if opts.Model.Provider == nil {
 		return nil, NewError(InvalidRequest, "", "LLMOptions.Model has no provider", nil)
 	}

@@ -19,7 +19,7 @@ import (
 func newLLM(t *testing.T, m *scripted.Model, opts llm.LLMOptions) *llm.LLMInstance {
 	t.Helper()
 	opts.Model = m.Ref()
-	inst, err := llm.LLM(opts)
+	inst, err := llm.LLM(&opts)
 	if err != nil {
 		t.Fatalf("llm.LLM: %v", err)
 	}
@@ -412,16 +412,16 @@ func (nonLLMProvider) Version() string { return "1" }
 func TestUPP_5_4_CapabilitiesAreEnforced(t *testing.T) {
 	none := scripted.New()
 	none.Caps = llm.LLMCapabilities{}
-	if _, err := llm.LLM(llm.LLMOptions{Model: llm.ModelReference{ModelID: "x", Provider: nonLLMProvider{}}}); !errors.Is(err, llm.InvalidRequest) {
+	if _, err := llm.LLM(&llm.LLMOptions{Model: llm.ModelReference{ModelID: "x", Provider: nonLLMProvider{}}}); !errors.Is(err, llm.InvalidRequest) {
 		t.Errorf("non-LLM provider: %v", err)
 	}
-	if _, err := llm.LLM(llm.LLMOptions{Model: none.Ref(), Structure: llm.Schema{"type": "object"}}); !errors.Is(err, llm.InvalidRequest) {
+	if _, err := llm.LLM(&llm.LLMOptions{Model: none.Ref(), Structure: llm.Schema{"type": "object"}}); !errors.Is(err, llm.InvalidRequest) {
 		t.Errorf("structure without capability: %v", err)
 	}
-	if _, err := llm.LLM(llm.LLMOptions{Model: none.Ref(), Tools: []llm.Tool{echoTool("e")}}); !errors.Is(err, llm.InvalidRequest) {
+	if _, err := llm.LLM(&llm.LLMOptions{Model: none.Ref(), Tools: []llm.Tool{echoTool("e")}}); !errors.Is(err, llm.InvalidRequest) {
 		t.Errorf("tools without capability: %v", err)
 	}
-	inst, err := llm.LLM(llm.LLMOptions{Model: none.Ref()})
+	inst, err := llm.LLM(&llm.LLMOptions{Model: none.Ref()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,10 +447,10 @@ func TestUPP_5_4_CapabilitiesAreEnforced(t *testing.T) {
 		t.Error("a rejected request reached the provider")
 	}
 	dup := []llm.Tool{echoTool("same"), echoTool("same")}
-	if _, err := llm.LLM(llm.LLMOptions{Model: scripted.New().Ref(), Tools: dup}); !errors.Is(err, llm.InvalidRequest) {
+	if _, err := llm.LLM(&llm.LLMOptions{Model: scripted.New().Ref(), Tools: dup}); !errors.Is(err, llm.InvalidRequest) {
 		t.Errorf("duplicate tool names: %v", err)
 	}
-	if _, err := llm.LLM(llm.LLMOptions{Model: scripted.New().Ref(), Tools: []llm.Tool{{Name: "norun"}}}); !errors.Is(err, llm.InvalidRequest) {
+	if _, err := llm.LLM(&llm.LLMOptions{Model: scripted.New().Ref(), Tools: []llm.Tool{{Name: "norun"}}}); !errors.Is(err, llm.InvalidRequest) {
 		t.Errorf("tool without Run: %v", err)
 	}
 }
@@ -643,7 +643,7 @@ func TestUPP_4_1_ConfigMerge(t *testing.T) {
 	m := scripted.NewT(t, scripted.Step{Text: "ok"})
 	ref := m.Ref()
 	ref.Config = &llm.ProviderConfig{BaseURL: "https://factory", Timeout: time.Second, Headers: map[string]string{"X-A": "factory", "X-B": "factory"}}
-	inst, err := llm.LLM(llm.LLMOptions{Model: ref, Config: llm.ProviderConfig{Timeout: 2 * time.Second, Headers: map[string]string{"X-B": "explicit"}}})
+	inst, err := llm.LLM(&llm.LLMOptions{Model: ref, Config: llm.ProviderConfig{Timeout: 2 * time.Second, Headers: map[string]string{"X-B": "explicit"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

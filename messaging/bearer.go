@@ -42,7 +42,11 @@ const maxBearerSize = 8 << 10
 // iss = Issuer, aud ∋ Audience, an exp in the future and no nbf or iat in
 // the future (within Leeway). The principal is the token's sub, which an
 // envelope's from must then equal. Every refusal is 4.01.
-func BearerJWT(opts BearerOptions) (Authenticator, error) {
+func BearerJWT(options *BearerOptions) (Authenticator, error) {
+	var opts BearerOptions
+	if options != nil {
+		opts = *options
+	}
 	if opts.Issuer == "" || opts.Audience == "" || opts.Keys == nil {
 		return nil, errors.New("messaging: BearerJWT needs an issuer, an audience and the issuer's keys")
 	}

@@ -25,7 +25,7 @@ func TestUAMP_6_2_BearerJWT(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys, _ := envelope.NewKeySet(issuerKey.Public())
-	auth, err := messaging.BearerJWT(messaging.BearerOptions{Issuer: "https://auth.example", Audience: "did:web:agent.example", Keys: keys, Now: func() time.Time { return now }})
+	auth, err := messaging.BearerJWT(&messaging.BearerOptions{Issuer: "https://auth.example", Audience: "did:web:agent.example", Keys: keys, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestUAMP_6_2_BearerJWT(t *testing.T) {
 	if _, err := auth(r); err == nil || !strings.Contains(err.Error(), "one Authorization") {
 		t.Errorf("two Authorization headers: %v", err)
 	}
-	if _, err := messaging.BearerJWT(messaging.BearerOptions{Issuer: "x"}); err == nil {
+	if _, err := messaging.BearerJWT(&messaging.BearerOptions{Issuer: "x"}); err == nil {
 		t.Error("BearerJWT without audience and keys")
 	}
 }

@@ -27,14 +27,14 @@ func Example() {
 	)
 
 	var svc *runs.Service
-	g, err := govern.New(ctx, govern.Options{OnDecision: func(req govern.ApprovalRequest) { svc.OnDecision(req) }})
+	g, err := govern.New(ctx, &govern.Options{OnDecision: func(req govern.ApprovalRequest) { svc.OnDecision(req) }})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	weather, err := agent.New(agent.Options{
+	weather, err := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{forecast}},
-		Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{Name: "weather"})},
+		Middleware: []agent.Middleware{g.Middleware(&govern.AgentOptions{Name: "weather"})},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -46,7 +46,7 @@ func (f *fixture) start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var svc *runs.Service
-	g, err := govern.New(ctx, govern.Options{Journal: f.journal, Keyring: f.keys,
+	g, err := govern.New(ctx, &govern.Options{Journal: f.journal, Keyring: f.keys,
 		Classes:   []govern.TaskClass{builtin.SupportClass()},
 		Rollbacks: map[string]govern.RollbackFunc{builtin.RefundReversal: f.ledger.RollbackHandler()},
 		OnDecision: func(req govern.ApprovalRequest) {
@@ -61,8 +61,8 @@ func (f *fixture) start(t *testing.T) {
 	if _, err := g.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: f.model, Tools: builtin.SupportTools(f.ledger)},
-		Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{Name: builtin.SupportAgentName, TaskClass: builtin.SupportTaskClass,
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: f.model, Tools: builtin.SupportTools(f.ledger)},
+		Middleware: []agent.Middleware{g.Middleware(&govern.AgentOptions{Name: builtin.SupportAgentName, TaskClass: builtin.SupportTaskClass,
 			Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:test", ControlClass: govern.HumanSupervised}})}})
 	if err != nil {
 		t.Fatal(err)

@@ -62,7 +62,7 @@ func (b *bench) start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var svc *runs.Service
-	g, err := govern.New(ctx, govern.Options{Journal: b.journal,
+	g, err := govern.New(ctx, &govern.Options{Journal: b.journal,
 		Rollbacks: map[string]govern.RollbackFunc{"charge.undo": func(ctx context.Context, a govern.RollbackAction) error {
 			b.mu.Lock()
 			b.undone = append(b.undone, a.Target)
@@ -92,8 +92,8 @@ func (b *bench) start(t *testing.T) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		}}, govern.Declaration{Tier: govern.ReadOnly})
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: b.model.Ref(), Tools: []llm.Tool{charge, hold}},
-		Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{Name: "clerk",
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: b.model.Ref(), Tools: []llm.Tool{charge, hold}},
+		Middleware: []agent.Middleware{g.Middleware(&govern.AgentOptions{Name: "clerk",
 			Identity: govern.Identity{AgentID: "agent:clerk", OwnerID: "org:test"}})}})
 	if err != nil {
 		t.Fatal(err)

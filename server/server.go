@@ -202,7 +202,7 @@ func (s *Server) startGovernance(ctx context.Context) error {
 			userDecision(req)
 		}
 	}
-	g, err := govern.New(ctx, gopts)
+	g, err := govern.New(ctx, &gopts)
 	if err != nil {
 		return fmt.Errorf("governance: %w", err)
 	}
@@ -230,11 +230,13 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	agents := make(map[string]*agent.Agent, len(s.cfg.Agents))
 	for _, a := range s.cfg.Agents {
 		o := a.Options
-		o.Middleware = append(slices.Clip(o.Middleware), g.Middleware(governed(a)))
+		gov := a.Govern
+		gov.Name = a.Name
+		o.Middleware = append(slices.Clip(o.Middleware), g.Middleware(&gov))
 		if o.Logger == nil {
 			o.Logger = s.log
 		}
-		built, err := agent.New(o)
+		built, err := agent.New(&o)
 		if err != nil {
 			return fmt.Errorf("agent %q: %w", a.Name, err)
 		}
@@ -256,7 +258,7 @@ func (s *Server) startGovernance(ctx context.Context) error {
 		s.log.Error("resuming decided runs", "error", err)
 	}
 	s.log.Info("governance", "agents", len(agents), "paused_runs", len(rep.Paused))
-	approvals := approvalapi.NewHandler(g, approvalapi.Options{BearerToken: s.cfg.Token, Logger: s.log})
+	approvals := approvalapi.NewHandler(g, &approvalapi.Options{BearerToken: s.cfg.Token, Logger: s.log})
 	s.core.handle("/v1/approvals", approvals)
 	s.core.handle("/v1/approvals/", approvals)
 	runsHTTP := bearer(s.cfg.Token, svc.Handler())
@@ -264,13 +266,6 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	s.core.handle("/v1/runs/", runsHTTP)
 	s.core.handle("/v1/agents", runsHTTP)
 	return nil
-}
-
-// governed is the governance of a: its AgentOptions under its name.
-func governed(a Agent) govern.AgentOptions {
-	o := a.Govern
-	o.Name = a.Name
-	return o
 }
 
 // startAudit exports the journal to x.Sink until Shutdown, which exports

@@ -52,7 +52,7 @@ func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handle
 		if bo.Audience == "" {
 			bo.Audience = c.DID
 		}
-		bearerAuth, err := messaging.BearerJWT(bo)
+		bearerAuth, err := messaging.BearerJWT(&bo)
 		if err != nil {
 			return nil, err
 		}
@@ -81,7 +81,7 @@ func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handle
 		ID: c.DID, Key: c.Key, Keys: trusted, Replay: replay,
 		Authenticate: authenticate, Logger: logger,
 	})
-	disc, err := discovery.Handler(discovery.ServerOptions{DID: c.DID, Key: c.Key, BaseURL: c.BaseURL, Manifest: manifest})
+	disc, err := discovery.Handler(&discovery.ServerOptions{DID: c.DID, Key: c.Key, BaseURL: c.BaseURL, Manifest: manifest})
 	if err != nil {
 		uamp.Close()
 		return nil, err

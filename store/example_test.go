@@ -20,7 +20,7 @@ func ExampleOpen() {
 	}
 	defer st.Close()
 	engine := workflow.NewEngine(st.Sessions(), nil)
-	g, err := govern.New(ctx, govern.Options{Journal: st.Journal()})
+	g, err := govern.New(ctx, &govern.Options{Journal: st.Journal()})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func openFiles(ctx context.Context, dir, shown string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	j, err := journal.Open(filepath.Join(dir, "journal.jsonl"), journal.Options{})
+	j, err := journal.Open(filepath.Join(dir, "journal.jsonl"), &journal.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}

@@ -146,7 +146,7 @@ func runDemo(ctx context.Context, t uicontrol.Transport, o *DemoOptions) error {
 	if model.Provider == nil {
 		model = scripted.New(demoScript(o.StepDelay)...).Ref()
 	}
-	shopper, err := agent.New(agent.Options{
+	shopper, err := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: model, System: "You are a shopping assistant driving a web store through its UI actions."},
 		Toolsets:   []agent.Toolset{ts},
 	})

@@ -88,7 +88,7 @@ func crashAgent(t *testing.T, store agent.CheckpointStore, session string, delay
 	if onStep != nil {
 		hooks.OnStepStart = func(_ context.Context, step int, _ *agent.State) { onStep(step) }
 	}
-	a, err := agent.New(agent.Options{
+	a, err := agent.New(&agent.Options{
 		LLMOptions:  llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{work}},
 		Checkpoints: store, SessionID: session, Strategy: hooks,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)),

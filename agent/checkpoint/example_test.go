@@ -25,7 +25,7 @@ func ExampleFile() {
 	call := scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "c1", ToolName: "lookup", Arguments: map[string]any{}}}}
 
 	// The first run stops after its first step (here: its model fails).
-	first, _ := agent.New(agent.Options{
+	first, _ := agent.New(&agent.Options{
 		LLMOptions:  llm.LLMOptions{Model: scripted.New(call, scripted.Step{Err: fmt.Errorf("crash")}).Ref(), Tools: []llm.Tool{lookup}},
 		Checkpoints: store, SessionID: "oslo-weather",
 	})
@@ -34,7 +34,7 @@ func ExampleFile() {
 	meta, _ := store.LoadMetadata(ctx, "oslo-weather")
 	fmt.Println("checkpoint at step", meta.Step)
 
-	second, _ := agent.New(agent.Options{
+	second, _ := agent.New(&agent.Options{
 		LLMOptions:  llm.LLMOptions{Model: scripted.New(scripted.Step{Text: "It is 4 °C in Oslo."}).Ref(), Tools: []llm.Tool{lookup}},
 		Checkpoints: store,
 	})

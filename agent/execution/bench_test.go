@@ -45,7 +45,7 @@ func perStep(b *testing.B, steps int) {
 
 func BenchmarkBareGenerate(b *testing.B) {
 	m := scripted.NewFunc(toolThenText(benchSteps))
-	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{noop}, ToolStrategy: &llm.ToolUseStrategy{MaxIterations: llm.Infinity}})
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{noop}, ToolStrategy: &llm.ToolUseStrategy{MaxIterations: llm.Infinity}})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := inst.Generate(context.Background(), nil, llm.Text("go")); err != nil {
@@ -56,7 +56,7 @@ func BenchmarkBareGenerate(b *testing.B) {
 }
 
 func benchAgent(b *testing.B, fn scripted.Func, strategy agent.ExecutionStrategy, steps int) {
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.NewFunc(fn).Ref(), Tools: []llm.Tool{noop}}, Execution: strategy})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.NewFunc(fn).Ref(), Tools: []llm.Tool{noop}}, Execution: strategy})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func benchAgent(b *testing.B, fn scripted.Func, strategy agent.ExecutionStrategy
 }
 
 func BenchmarkLoopStep(b *testing.B) {
-	benchAgent(b, toolThenText(benchSteps), execution.Loop(execution.LoopOptions{}), benchSteps+1)
+	benchAgent(b, toolThenText(benchSteps), execution.Loop(&execution.LoopOptions{}), benchSteps+1)
 }
 
 // staticToolset offers the same tools at every step.
@@ -81,8 +81,8 @@ func (ts staticToolset) Tools(context.Context, *agent.State) ([]llm.Tool, error)
 // BenchmarkLoopStepToolset is BenchmarkLoopStep with the tool offered by
 // a Toolset: the cost of resolving the tools at every step.
 func BenchmarkLoopStepToolset(b *testing.B) {
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.NewFunc(toolThenText(benchSteps)).Ref()},
-		Toolsets: []agent.Toolset{staticToolset{noop}}, Execution: execution.Loop(execution.LoopOptions{})})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.NewFunc(toolThenText(benchSteps)).Ref()},
+		Toolsets: []agent.Toolset{staticToolset{noop}}, Execution: execution.Loop(&execution.LoopOptions{})})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func BenchmarkReActStep(b *testing.B) {
 		n++
 		return toolThenText(benchSteps)(ctx, req)
 	}
-	benchAgent(b, fn, execution.ReAct(execution.ReActOptions{}), benchSteps+1)
+	benchAgent(b, fn, execution.ReAct(&execution.ReActOptions{}), benchSteps+1)
 }
 
 func BenchmarkPlanStep(b *testing.B) {
@@ -125,5 +125,5 @@ func BenchmarkPlanStep(b *testing.B) {
 		}
 		return scripted.Step{Text: "done", Usage: llm.TokenUsage{InputTokens: 1}}, nil
 	}
-	benchAgent(b, fn, execution.MustPlan(execution.PlanOptions{}), benchSteps+2)
+	benchAgent(b, fn, execution.MustPlan(&execution.PlanOptions{}), benchSteps+2)
 }

@@ -61,7 +61,7 @@ func TestUAP_12_3_EveryStepIsCheckpointedInOrder(t *testing.T) {
 	}{
 		"loop": {func() (llm.ModelReference, agent.ExecutionStrategy) {
 			m := scripted.NewT(t, toolStep("1"), toolStep("2"), toolStep("3"), toolStep("4"), scripted.Step{Text: "done"})
-			return m.Ref(), execution.Loop(execution.LoopOptions{})
+			return m.Ref(), execution.Loop(&execution.LoopOptions{})
 		}, 5},
 		"react": {func() (llm.ModelReference, agent.ExecutionStrategy) {
 			var steps []scripted.Step
@@ -70,11 +70,11 @@ func TestUAP_12_3_EveryStepIsCheckpointedInOrder(t *testing.T) {
 			}
 			steps = append(steps, scripted.Step{Text: "think more"}, scripted.Step{Text: "done"})
 			m := scripted.NewT(t, steps...)
-			return m.Ref(), execution.ReAct(execution.ReActOptions{})
+			return m.Ref(), execution.ReAct(&execution.ReActOptions{})
 		}, 4},
 		"plan": {func() (llm.ModelReference, agent.ExecutionStrategy) {
 			pm := &planModel{plans: []any{planOf([3]string{"a", "call echo", ""}, [3]string{"b", "b", "a"}, [3]string{"c", "c", "b"})}}
-			return scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(execution.PlanOptions{})
+			return scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{})
 		}, 5}, // plan + 3 steps + answer
 	}
 	for name, c := range cases {

@@ -15,9 +15,9 @@ func ExampleLoop() {
 		scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "1", ToolName: "echo", Arguments: map[string]any{"v": "ping"}}}},
 		scripted.Step{Text: "The tool said ping."},
 	)
-	a, _ := agent.New(agent.Options{
+	a, _ := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{echo()}},
-		Execution:  execution.Loop(execution.LoopOptions{MaxIterations: 5}),
+		Execution:  execution.Loop(&execution.LoopOptions{MaxIterations: 5}),
 	})
 	res, _ := a.Generate(context.Background(), llm.Text("Call echo with ping."), nil)
 	fmt.Println(res.Turn.Text(), "— steps:", res.State.Step())
@@ -31,9 +31,9 @@ func ExampleReAct() {
 		scripted.Step{Text: "I have the value."},
 		scripted.Step{Text: "The value is 42."},
 	)
-	a, _ := agent.New(agent.Options{
+	a, _ := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{echo()}},
-		Execution:  execution.ReAct(execution.ReActOptions{}),
+		Execution:  execution.ReAct(&execution.ReActOptions{}),
 	})
 	res, _ := a.Generate(context.Background(), llm.Text("What value does echo return for 42?"), nil)
 	fmt.Println(res.Turn.Text())
@@ -53,9 +53,9 @@ func ExamplePlan() {
 		scripted.Step{Text: "Summary written."},
 		scripted.Step{Text: "Here is the summary."},
 	)
-	a, _ := agent.New(agent.Options{
+	a, _ := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: model.Ref()},
-		Execution:  execution.MustPlan(execution.PlanOptions{}),
+		Execution:  execution.MustPlan(&execution.PlanOptions{}),
 	})
 	res, err := a.Generate(context.Background(), llm.Text("Summarise the incident."), nil)
 	if err != nil {

@@ -31,7 +31,7 @@ func newAgent(t *testing.T, ref llm.ModelReference, strategy agent.ExecutionStra
 	if opts.Tools == nil {
 		opts.Tools = []llm.Tool{echo()}
 	}
-	a, err := agent.New(opts)
+	a, err := agent.New(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func uapTypes(evs []agent.Event) []string {
 
 func TestUAP_5_2_LoopMaxIterationsEndsTheRunNormally(t *testing.T) {
 	m := scripted.NewT(t, toolStep("1"), toolStep("2"))
-	res, _, err := run(newAgent(t, m.Ref(), execution.Loop(execution.LoopOptions{MaxIterations: 2}), agent.Options{}), false, llm.Text("go"))
+	res, _, err := run(newAgent(t, m.Ref(), execution.Loop(&execution.LoopOptions{MaxIterations: 2}), agent.Options{}), false, llm.Text("go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestUAP_5_3_ReActReasonActObserve(t *testing.T) {
 			scripted.Step{Text: "The answer is w1."},
 		)
 		var reasons []string
-		a := newAgent(t, m.Ref(), execution.ReAct(execution.ReActOptions{ReasoningPrompt: "THINK", ActionPrompt: "ACT"}),
+		a := newAgent(t, m.Ref(), execution.ReAct(&execution.ReActOptions{ReasoningPrompt: "THINK", ActionPrompt: "ACT"}),
 			agent.Options{Strategy: agent.StrategyHooks{OnReason: func(_ context.Context, _ int, r string) { reasons = append(reasons, r) }}})
 		res, evs, err := run(a, streaming, llm.Text("task"))
 		if err != nil {
@@ -125,7 +125,7 @@ func TestUAP_5_3_ReActReasonActObserve(t *testing.T) {
 func TestUAP_5_3_ReActReasoningThatActsSkipsTheActionCall(t *testing.T) {
 	m := scripted.NewT(t, scripted.Step{Text: "Echo it now.", ToolCalls: []llm.ToolCall{{ToolCallID: "x", ToolName: "echo", Arguments: map[string]any{"v": "x"}}}},
 		scripted.Step{Text: "Done."}, scripted.Step{Text: "Final."})
-	res, _, err := run(newAgent(t, m.Ref(), execution.ReAct(execution.ReActOptions{MaxSteps: 5}), agent.Options{}), false, llm.Text("task"))
+	res, _, err := run(newAgent(t, m.Ref(), execution.ReAct(&execution.ReActOptions{MaxSteps: 5}), agent.Options{}), false, llm.Text("task"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestUAP_5_4_PlanRunsStepsInDependencyOrder(t *testing.T) {
 		)}}
 		m := scripted.NewFunc(pm.reply)
 		var created []agent.PlanStep
-		a := newAgent(t, m.Ref(), execution.MustPlan(execution.PlanOptions{MaxConcurrency: 1}), agent.Options{})
+		a := newAgent(t, m.Ref(), execution.MustPlan(&execution.PlanOptions{MaxConcurrency: 1}), agent.Options{})
 		res, evs, err := run(a, streaming, llm.Text("do the thing"))
 		if err != nil {
 			t.Fatal(err)
@@ -261,7 +261,7 @@ func TestUAP_5_4_IndependentStepsRunConcurrently(t *testing.T) {
 	pm := &planModel{plans: []any{planOf(
 		[3]string{"a", "call barrier", ""}, [3]string{"b", "call barrier", ""}, [3]string{"c", "call barrier", ""},
 	)}}
-	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(execution.PlanOptions{}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{barrier}}})
+	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{barrier}}})
 	res, _, err := run(a, false, llm.Text("go"))
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +284,7 @@ func TestUAP_5_4_ReplanAfterAFailedStep(t *testing.T) {
 		planOf([3]string{"one", "first part", ""}, [3]string{"two", "call flaky to publish", "one"}),
 		planOf([3]string{"two-b", "publish another way", ""}),
 	}}
-	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(execution.PlanOptions{}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{echo(), flaky}}})
+	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{echo(), flaky}}})
 	res, _, err := run(a, false, llm.Text("go"))
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func TestUAP_5_4_ReplanAfterAFailedStep(t *testing.T) {
 func TestUAP_5_4_NoReplanFailsWithTheStep(t *testing.T) {
 	flaky := llm.Tool{Name: "flaky", Run: func(context.Context, map[string]any) (any, error) { return nil, errors.New("boom") }}
 	pm := &planModel{plans: []any{planOf([3]string{"x", "call flaky", ""})}}
-	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(execution.PlanOptions{NoReplan: true}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{flaky}}})
+	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{NoReplan: true}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{flaky}}})
 	_, _, err := run(a, false, llm.Text("go"))
 	var sf *execution.StepFailedError
 	if !errors.As(err, &sf) || sf.Step.ID != "x" || !strings.Contains(err.Error(), "boom") {
@@ -325,7 +325,7 @@ func TestUAP_5_4_PlanFromTextWhenNoStructuredOutput(t *testing.T) {
 	pm := &planModel{plans: []any{`Here is the plan: {"steps":[{"id":"only","description":"do it","dependsOn":[]}]} — good luck.`}}
 	m := scripted.NewFunc(pm.reply)
 	m.Caps.StructuredOutput = false
-	res, _, err := run(newAgent(t, m.Ref(), execution.MustPlan(execution.PlanOptions{}), agent.Options{}), false, llm.Text("go"))
+	res, _, err := run(newAgent(t, m.Ref(), execution.MustPlan(&execution.PlanOptions{}), agent.Options{}), false, llm.Text("go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,13 +347,13 @@ func TestUAP_5_4_InvalidPlansAreRejected(t *testing.T) {
 		"no steps at all": map[string]any{"steps": []any{}},
 	} {
 		pm := &planModel{plans: []any{plan}}
-		_, _, err := run(newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(execution.PlanOptions{}), agent.Options{}), false, llm.Text("go"))
+		_, _, err := run(newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{}), agent.Options{}), false, llm.Text("go"))
 		var pe *execution.PlanError
 		if !errors.As(err, &pe) {
 			t.Errorf("%s: err = %v, want *PlanError", name, err)
 		}
 	}
-	if _, err := execution.Plan(execution.PlanOptions{PlanSchema: llm.Schema{"type": 12}}); err == nil {
+	if _, err := execution.Plan(&execution.PlanOptions{PlanSchema: llm.Schema{"type": 12}}); err == nil {
 		t.Error("an invalid plan schema was accepted")
 	}
 }
@@ -361,7 +361,7 @@ func TestUAP_5_4_InvalidPlansAreRejected(t *testing.T) {
 func TestUAP_5_4_MaxPlanStepsDropsDependents(t *testing.T) {
 	pm := &planModel{plans: []any{planOf([3]string{"a", "x", ""}, [3]string{"b", "y", "c"}, [3]string{"c", "z", ""}, [3]string{"d", "w", ""})}}
 	// wait: b depends on c, which is after it; with MaxPlanSteps 2 only a and b are candidates and b's dependency is dropped.
-	res, _, err := run(newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(execution.PlanOptions{MaxPlanSteps: 2}), agent.Options{}), false, llm.Text("go"))
+	res, _, err := run(newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{MaxPlanSteps: 2}), agent.Options{}), false, llm.Text("go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,16 +382,16 @@ func TestUAP_14_2_EveryStrategyKeepsHistoryExplicitStreamsEquallyAndCheckpoints(
 	strategies := map[string]build{
 		"loop": func() (llm.ModelReference, agent.ExecutionStrategy, func() int) {
 			m := scripted.New(toolStep("1"), toolStep("2"), scripted.Step{Text: "done"})
-			return m.Ref(), execution.Loop(execution.LoopOptions{}), func() int { return len(m.Requests()) }
+			return m.Ref(), execution.Loop(&execution.LoopOptions{}), func() int { return len(m.Requests()) }
 		},
 		"react": func() (llm.ModelReference, agent.ExecutionStrategy, func() int) {
 			m := scripted.New(scripted.Step{Text: "think"}, toolStep("1"), scripted.Step{Text: "think more"}, scripted.Step{Text: "done"})
-			return m.Ref(), execution.ReAct(execution.ReActOptions{}), func() int { return len(m.Requests()) }
+			return m.Ref(), execution.ReAct(&execution.ReActOptions{}), func() int { return len(m.Requests()) }
 		},
 		"plan": func() (llm.ModelReference, agent.ExecutionStrategy, func() int) {
 			pm := &planModel{plans: []any{planOf([3]string{"a", "call echo", ""}, [3]string{"b", "b", "a"})}}
 			m := scripted.NewFunc(pm.reply)
-			return m.Ref(), execution.MustPlan(execution.PlanOptions{}), func() int { return len(m.Requests()) }
+			return m.Ref(), execution.MustPlan(&execution.PlanOptions{}), func() int { return len(m.Requests()) }
 		},
 	}
 	for name, b := range strategies {

@@ -18,7 +18,12 @@ type LoopOptions struct {
 // step is one model call and the round of tools it requests; the run ends
 // when a reply requests no tools, when the stop condition holds, or at
 // MaxIterations rounds.
-func Loop(opts LoopOptions) agent.ExecutionStrategy { return loop{opts} }
+func Loop(opts *LoopOptions) agent.ExecutionStrategy {
+	if opts == nil {
+		return loop{}
+	}
+	return loop{*opts}
+}
 
 type loop struct{ opts LoopOptions }
 

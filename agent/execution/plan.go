@@ -89,7 +89,11 @@ type PlanOptions struct {
 //
 // A run resumed from a state whose plan has unfinished steps continues that
 // plan instead of planning anew.
-func Plan(opts PlanOptions) (agent.ExecutionStrategy, error) {
+func Plan(options *PlanOptions) (agent.ExecutionStrategy, error) {
+	var opts PlanOptions
+	if options != nil {
+		opts = *options
+	}
 	if opts.PlanSchema == nil {
 		opts.PlanSchema = defaultPlanSchema
 	}
@@ -104,8 +108,12 @@ func Plan(opts PlanOptions) (agent.ExecutionStrategy, error) {
 }
 
 // MustPlan is Plan that panics on an invalid schema.
-func MustPlan(opts PlanOptions) agent.ExecutionStrategy {
-	p, err := Plan(opts)
+func MustPlan(options *PlanOptions) agent.ExecutionStrategy {
+	var opts PlanOptions
+	if options != nil {
+		opts = *options
+	}
+	p, err := Plan(&opts)
 	if err != nil {
 		panic(err)
 	}
@@ -172,7 +180,7 @@ func (p *plan) planner(ec *agent.ExecutionContext) (*llm.LLMInstance, error) {
 		MaxIterations: llm.Infinity,
 		OnBeforeCall:  func(context.Context, *llm.Tool, map[string]any) llm.BeforeCall { return llm.BeforeCall{} },
 	}
-	inst, err := llm.LLM(lo)
+	inst, err := llm.LLM(&lo)
 	if err != nil {
 		return nil, err
 	}

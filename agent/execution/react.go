@@ -42,7 +42,11 @@ type ReActOptions struct {
 // stay in the state's history: UAP keeps no hidden conversation (§14.2).
 // Tools stay declared during reasoning, because providers reject a history
 // with tool calls when no tools are declared.
-func ReAct(opts ReActOptions) agent.ExecutionStrategy {
+func ReAct(options *ReActOptions) agent.ExecutionStrategy {
+	var opts ReActOptions
+	if options != nil {
+		opts = *options
+	}
 	if opts.ReasoningPrompt == "" {
 		opts.ReasoningPrompt = DefaultReasoningPrompt
 	}

@@ -22,7 +22,7 @@ func researcher(t *testing.T) *agent.Agent {
 		}
 		return scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "sub-1", ToolName: "echo", Arguments: map[string]any{"v": last.Text()}}}}, nil
 	})
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{echo()}}})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{echo()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func researcher(t *testing.T) *agent.Agent {
 }
 
 func TestUAP_8_1_SubagentSchemaIsExplicit(t *testing.T) {
-	if _, err := agent.SubagentTool(researcher(t), agent.SubagentOptions{Name: "research", Description: "d"}); err == nil {
+	if _, err := agent.SubagentTool(researcher(t), &agent.SubagentOptions{Name: "research", Description: "d"}); err == nil {
 		t.Error("a sub-agent tool without a schema was created")
 	}
 }
@@ -39,10 +39,10 @@ func TestUAP_8_4_8_5_SubagentEventsAndTracesInEveryStrategy(t *testing.T) {
 	callSub := scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "parent-1", ToolName: "research", Arguments: map[string]any{"query": "go iterators"}}}}
 	strategies := map[string]func() (llm.ModelReference, agent.ExecutionStrategy){
 		"loop": func() (llm.ModelReference, agent.ExecutionStrategy) {
-			return scripted.New(callSub, scripted.Step{Text: "done"}).Ref(), execution.Loop(execution.LoopOptions{})
+			return scripted.New(callSub, scripted.Step{Text: "done"}).Ref(), execution.Loop(&execution.LoopOptions{})
 		},
 		"react": func() (llm.ModelReference, agent.ExecutionStrategy) {
-			return scripted.New(scripted.Step{Text: "delegate"}, callSub, scripted.Step{Text: "ok"}, scripted.Step{Text: "done"}).Ref(), execution.ReAct(execution.ReActOptions{})
+			return scripted.New(scripted.Step{Text: "delegate"}, callSub, scripted.Step{Text: "ok"}, scripted.Step{Text: "done"}).Ref(), execution.ReAct(&execution.ReActOptions{})
 		},
 		"plan": func() (llm.ModelReference, agent.ExecutionStrategy) {
 			pm := &planModel{plans: []any{planOf([3]string{"r", "call research", ""})}}
@@ -53,12 +53,12 @@ func TestUAP_8_4_8_5_SubagentEventsAndTracesInEveryStrategy(t *testing.T) {
 				}
 				return s, err
 			})
-			return m.Ref(), execution.MustPlan(execution.PlanOptions{})
+			return m.Ref(), execution.MustPlan(&execution.PlanOptions{})
 		},
 	}
 	for name, b := range strategies {
 		for _, streaming := range []bool{false, true} {
-			tool, err := agent.SubagentTool(researcher(t), agent.SubagentOptions{Name: "research", Description: "Researches a question.", Parameters: researchSchema})
+			tool, err := agent.SubagentTool(researcher(t), &agent.SubagentOptions{Name: "research", Description: "Researches a question.", Parameters: researchSchema})
 			if err != nil {
 				t.Fatal(err)
 			}

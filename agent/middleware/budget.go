@@ -124,7 +124,11 @@ func (e *BudgetExceededError) Is(target error) bool { return target == ErrBudget
 // Resume: continuing from a BudgetExceededError's state starts a new
 // budget. It counts the agent's own model calls; sub-agents run their
 // own middleware and need their own Budget.
-func Budget(opts BudgetOptions) agent.Middleware {
+func Budget(options *BudgetOptions) agent.Middleware {
+	var opts BudgetOptions
+	if options != nil {
+		opts = *options
+	}
 	return &budget{opts: opts, key: newKey("budget")}
 }
 

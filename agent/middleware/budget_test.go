@@ -139,7 +139,7 @@ func TestBudget(t *testing.T) {
 					if tt.model != nil {
 						ref = tt.model(m)
 					}
-					a := newAgent(t, ref, []llm.Tool{echo}, middleware.Budget(tt.opts))
+					a := newAgent(t, ref, []llm.Tool{echo}, middleware.Budget(&tt.opts))
 					res, err := run(t, a, stream)
 					var state *agent.State
 					if tt.want == nil {
@@ -203,7 +203,7 @@ func TestBudgetErrorText(t *testing.T) {
 // call.
 func TestBudgetMissingPrice(t *testing.T) {
 	m := scripted.NewT(t) // any call fails the test
-	a := newAgent(t, m.Ref(), nil, middleware.Budget(middleware.BudgetOptions{MaxCost: 1,
+	a := newAgent(t, m.Ref(), nil, middleware.Budget(&middleware.BudgetOptions{MaxCost: 1,
 		Prices: map[string]middleware.Price{"anthropic:claude-x": {Input: 1}}}))
 	_, err := a.Generate(t.Context(), llm.Text("go"), nil)
 	if err == nil || !strings.Contains(err.Error(), `no entry for "scripted:scripted" or "scripted"`) {
@@ -217,7 +217,7 @@ func TestBudgetMissingPrice(t *testing.T) {
 // The state of a BudgetExceededError resumes the run, with a new budget.
 func TestBudgetResume(t *testing.T) {
 	m := scripted.NewT(t, toolStep("1", 10, 5), toolStep("2", 10, 5), textStep("done", 10, 5))
-	a := newAgent(t, m.Ref(), []llm.Tool{echo}, middleware.Budget(middleware.BudgetOptions{MaxTotalTokens: 20}))
+	a := newAgent(t, m.Ref(), []llm.Tool{echo}, middleware.Budget(&middleware.BudgetOptions{MaxTotalTokens: 20}))
 	_, err := a.Generate(t.Context(), llm.Text("go"), nil)
 	var be *middleware.BudgetExceededError
 	if !errors.As(err, &be) || be.State.Step() != 2 {
@@ -244,7 +244,7 @@ func TestBudgetConcurrentRuns(t *testing.T) {
 		}
 		return textStep("done", 5, 5), nil
 	})
-	a := newAgent(t, m.Ref(), []llm.Tool{echo}, middleware.Budget(middleware.BudgetOptions{MaxTotalTokens: 30}))
+	a := newAgent(t, m.Ref(), []llm.Tool{echo}, middleware.Budget(&middleware.BudgetOptions{MaxTotalTokens: 30}))
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
 	for i := range errs {

@@ -75,7 +75,11 @@ func estimateTokens(m llm.Message) int {
 // following steps all see it, and what was dropped is gone from them
 // (Result.Turn still holds every message of the run). A middleware
 // listed before ContextWindow sees each step's state before it is pruned.
-func ContextWindow(opts ContextWindowOptions) agent.Middleware {
+func ContextWindow(options *ContextWindowOptions) agent.Middleware {
+	var opts ContextWindowOptions
+	if options != nil {
+		opts = *options
+	}
 	if opts.Estimate == nil {
 		opts.Estimate = estimateTokens
 	}

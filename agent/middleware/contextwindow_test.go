@@ -137,7 +137,7 @@ func TestUAP_6_3_ContextWindow(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			hist := history(tt.hist)
 			m := scripted.NewT(t, textStep("ok", 1, 1))
-			a := newAgent(t, m.Ref(), []llm.Tool{echo}, middleware.ContextWindow(tt.opts))
+			a := newAgent(t, m.Ref(), []llm.Tool{echo}, middleware.ContextWindow(&tt.opts))
 			input := hist[len(hist)-1]
 			if _, err := a.Generate(t.Context(), input, agent.Initial().WithMessages(hist[:len(hist)-1]...)); err != nil {
 				t.Fatal(err)
@@ -156,7 +156,7 @@ func TestUAP_6_3_ContextWindow(t *testing.T) {
 func TestContextWindowPlaceholder(t *testing.T) {
 	hist := history("u c r c r u")
 	m := scripted.NewT(t, textStep("ok", 1, 1))
-	a := newAgent(t, m.Ref(), nil, middleware.ContextWindow(middleware.ContextWindowOptions{KeepToolResults: 1}))
+	a := newAgent(t, m.Ref(), nil, middleware.ContextWindow(&middleware.ContextWindowOptions{KeepToolResults: 1}))
 	if _, err := a.Generate(t.Context(), hist[5], agent.Initial().WithMessages(hist[:5]...)); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestContextWindowBetweenSteps(t *testing.T) {
 	script = append(script, textStep("done", 1, 1))
 	m := scripted.NewT(t, script...)
 	a := newAgent(t, m.Ref(), []llm.Tool{long},
-		middleware.ContextWindow(middleware.ContextWindowOptions{MaxMessages: 4, KeepToolResults: 1}))
+		middleware.ContextWindow(&middleware.ContextWindowOptions{MaxMessages: 4, KeepToolResults: 1}))
 	res, err := a.Generate(t.Context(), llm.Text("go"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -225,10 +225,10 @@ func TestContextWindowBetweenSteps(t *testing.T) {
 func TestContextWindowUnchanged(t *testing.T) {
 	m := scripted.NewT(t, textStep("ok", 1, 1))
 	var ids []string
-	a, err := agent.New(agent.Options{
+	a, err := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: m.Ref()},
 		Middleware: []agent.Middleware{
-			middleware.ContextWindow(middleware.ContextWindowOptions{MaxMessages: 10, KeepToolResults: 1, MaxTokens: 1000}),
+			middleware.ContextWindow(&middleware.ContextWindowOptions{MaxMessages: 10, KeepToolResults: 1, MaxTokens: 1000}),
 			agent.MiddlewareFuncs{MiddlewareName: "spy", BeforeFunc: func(_ context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
 				ids = append(ids, mc.State.ID())
 				return nil, nil
@@ -281,7 +281,7 @@ func TestContextWindowRandom(t *testing.T) {
 		name := fmt.Sprintf("%d %q %+v", i, strings.Join(spec, " "), opts)
 		hist := history(strings.Join(spec, " "))
 		m := scripted.NewT(t, textStep("ok", 1, 1))
-		a := newAgent(t, m.Ref(), []llm.Tool{echo}, middleware.ContextWindow(opts))
+		a := newAgent(t, m.Ref(), []llm.Tool{echo}, middleware.ContextWindow(&opts))
 		input := hist[len(hist)-1]
 		if _, err := a.Generate(t.Context(), input, agent.Initial().WithMessages(hist[:len(hist)-1]...)); err != nil {
 			t.Fatalf("%s: %v", name, err)

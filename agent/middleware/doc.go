@@ -16,10 +16,10 @@
 // typical order is
 //
 //	Middleware: []agent.Middleware{
-//		middleware.Logging(middleware.LoggingOptions{}),
-//		middleware.Budget(middleware.BudgetOptions{MaxTotalTokens: 200_000}),
-//		middleware.ToolArgumentRepair(middleware.ToolArgumentRepairOptions{}),
-//		middleware.ContextWindow(middleware.ContextWindowOptions{KeepToolResults: 3}),
+//		middleware.Logging(&middleware.LoggingOptions{}),
+//		middleware.Budget(&middleware.BudgetOptions{MaxTotalTokens: 200_000}),
+//		middleware.ToolArgumentRepair(&middleware.ToolArgumentRepairOptions{}),
+//		middleware.ContextWindow(&middleware.ContextWindowOptions{KeepToolResults: 3}),
 //	}
 //
 // The limits of Budget and ToolArgumentRepair end a run with a typed error

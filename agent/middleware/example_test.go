@@ -43,9 +43,9 @@ func ExampleLogging() {
 			return a
 		},
 	}))
-	a, err := agent.New(agent.Options{
+	a, err := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: weatherModel().Ref(), Tools: []llm.Tool{weather}},
-		Middleware: []agent.Middleware{middleware.Logging(middleware.LoggingOptions{Logger: logger, NoTiming: true})},
+		Middleware: []agent.Middleware{middleware.Logging(&middleware.LoggingOptions{Logger: logger, NoTiming: true})},
 	})
 	if err != nil {
 		panic(err)
@@ -63,9 +63,9 @@ func ExampleLogging() {
 // A budget stops the run after the step that crosses it; the error's state
 // resumes it, with a new budget.
 func ExampleBudget() {
-	a, err := agent.New(agent.Options{
+	a, err := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: weatherModel().Ref(), Tools: []llm.Tool{weather}},
-		Middleware: []agent.Middleware{middleware.Budget(middleware.BudgetOptions{
+		Middleware: []agent.Middleware{middleware.Budget(&middleware.BudgetOptions{
 			MaxCost: 0.00065,
 			Prices:  map[string]middleware.Price{"scripted:scripted": {Input: 3, Output: 15}},
 		})},
@@ -101,9 +101,9 @@ func ExampleContextWindow() {
 	report := llm.Tool{Name: "report", Run: func(_ context.Context, args map[string]any) (any, error) {
 		return fmt.Sprintf("%v: %s", args["city"], strings.Repeat("long report ", 10)), nil
 	}}
-	a, err := agent.New(agent.Options{
+	a, err := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: scripted.New(script...).Ref(), Tools: []llm.Tool{report}},
-		Middleware: []agent.Middleware{middleware.ContextWindow(middleware.ContextWindowOptions{
+		Middleware: []agent.Middleware{middleware.ContextWindow(&middleware.ContextWindowOptions{
 			MaxMessages:     4,
 			KeepToolResults: 1,
 		})},
@@ -139,9 +139,9 @@ func ExampleToolArgumentRepair() {
 		scripted.Step{ToolCalls: []llm.ToolCall{{ToolName: "weather", Arguments: map[string]any{"city": "Lyon"}}}},
 		scripted.Step{Text: "It is sunny in Lyon."},
 	)
-	a, err := agent.New(agent.Options{
+	a, err := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{weather}},
-		Middleware: []agent.Middleware{middleware.ToolArgumentRepair(middleware.ToolArgumentRepairOptions{})},
+		Middleware: []agent.Middleware{middleware.ToolArgumentRepair(&middleware.ToolArgumentRepairOptions{})},
 	})
 	if err != nil {
 		panic(err)

@@ -15,7 +15,7 @@ import (
 // newAgent creates an agent on model with tools and middleware.
 func newAgent(t *testing.T, model llm.ModelReference, tools []llm.Tool, mws ...agent.Middleware) *agent.Agent {
 	t.Helper()
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model, Tools: tools}, Middleware: mws})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model, Tools: tools}, Middleware: mws})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,11 @@ type LoggingOptions struct {
 // Configuration — API keys, provider settings — is never logged, and
 // content only with IncludeMessages. The records of the model calls
 // themselves are llm.Logging's, a UPP middleware (LLMOptions.Middleware).
-func Logging(opts LoggingOptions) agent.Middleware {
+func Logging(options *LoggingOptions) agent.Middleware {
+	var opts LoggingOptions
+	if options != nil {
+		opts = *options
+	}
 	return &logging{opts: opts, key: newKey("logging")}
 }
 

@@ -129,7 +129,7 @@ func TestUAP_9_3_Logging(t *testing.T) {
 				opts := tt.opts
 				opts.Logger = slog.New(rec)
 				model := scripted.NewT(t, tt.script...)
-				a := newAgent(t, model.Ref(), []llm.Tool{echo}, middleware.Logging(opts))
+				a := newAgent(t, model.Ref(), []llm.Tool{echo}, middleware.Logging(&opts))
 				var err error
 				if tt.stream {
 					_, err = a.Stream(t.Context(), llm.Text("hello"), nil).Result()
@@ -160,10 +160,10 @@ func (secretKey) Key(context.Context) (string, error) { return "sk-secret-012345
 func TestLoggingNeverLogsKeys(t *testing.T) {
 	rec := &recorder{}
 	model := scripted.NewT(t, toolStep("c1", 1, 1), textStep("done", 1, 1))
-	a, err := agent.New(agent.Options{
+	a, err := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{echo},
 			Config: llm.ProviderConfig{APIKey: secretKey{}, Headers: map[string]string{"Authorization": "Bearer sk-secret-0123456789"}}},
-		Middleware: []agent.Middleware{middleware.Logging(middleware.LoggingOptions{Logger: slog.New(rec), IncludeMessages: true})},
+		Middleware: []agent.Middleware{middleware.Logging(&middleware.LoggingOptions{Logger: slog.New(rec), IncludeMessages: true})},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +187,7 @@ func TestLoggingDefaultLogger(t *testing.T) {
 	t.Cleanup(func() { slog.SetDefault(prev) })
 
 	model := scripted.NewT(t, textStep("done", 1, 1))
-	a := newAgent(t, model.Ref(), nil, middleware.Logging(middleware.LoggingOptions{}))
+	a := newAgent(t, model.Ref(), nil, middleware.Logging(&middleware.LoggingOptions{}))
 	if _, err := a.Generate(t.Context(), llm.Text("hello"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestLoggingResumed(t *testing.T) {
 	rec := &recorder{}
 	model := scripted.NewT(t, toolStep("c1", 1, 1), textStep("done", 1, 1))
 	a := newAgent(t, model.Ref(), []llm.Tool{echo},
-		middleware.Logging(middleware.LoggingOptions{Logger: slog.New(rec), NoTiming: true}))
+		middleware.Logging(&middleware.LoggingOptions{Logger: slog.New(rec), NoTiming: true}))
 	state := agent.Initial().WithMessage(llm.NewUserMessage(llm.Text("hello"))).WithStep(5)
 	if _, err := a.Generate(t.Context(), nil, state); err != nil {
 		t.Fatal(err)
@@ -228,7 +228,7 @@ func TestLoggingDisabledLevel(t *testing.T) {
 	var buf strings.Builder
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	model := scripted.NewT(t, toolStep("c1", 1, 1), scripted.Step{Err: errors.New("boom")})
-	a := newAgent(t, model.Ref(), []llm.Tool{echo}, middleware.Logging(middleware.LoggingOptions{Logger: logger}))
+	a := newAgent(t, model.Ref(), []llm.Tool{echo}, middleware.Logging(&middleware.LoggingOptions{Logger: logger}))
 	if _, err := a.Generate(t.Context(), llm.Text("hello"), nil); err == nil {
 		t.Fatal("run succeeded, want the scripted failure")
 	}

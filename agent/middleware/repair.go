@@ -96,7 +96,11 @@ func (e *RepairExhaustedError) Unwrap() error {
 // schema): its arguments go to it unvalidated, as without this middleware,
 // and Logger gets an error record naming the tool. Failing the tool's
 // calls instead would only tell the model about a fault it cannot repair.
-func ToolArgumentRepair(opts ToolArgumentRepairOptions) agent.Middleware {
+func ToolArgumentRepair(options *ToolArgumentRepairOptions) agent.Middleware {
+	var opts ToolArgumentRepairOptions
+	if options != nil {
+		opts = *options
+	}
 	return &repair{opts: opts, key: newKey("tool-argument-repair")}
 }
 

@@ -154,7 +154,7 @@ func TestToolArgumentRepair(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/stream=%v", tt.name, stream), func(t *testing.T) {
 				var ran atomic.Int64
 				m := scripted.NewT(t, tt.script...)
-				a := newAgent(t, m.Ref(), countingTools(&ran), middleware.ToolArgumentRepair(tt.opts))
+				a := newAgent(t, m.Ref(), countingTools(&ran), middleware.ToolArgumentRepair(&tt.opts))
 				res, err := run(t, a, stream)
 				var state *agent.State
 				if tt.want == nil {
@@ -197,7 +197,7 @@ func TestToolArgumentRepair(t *testing.T) {
 func TestToolArgumentRepairResult(t *testing.T) {
 	var ran atomic.Int64
 	m := scripted.NewT(t, calls(call("c1", "add", map[string]any{"a": "1", "c": true})), textStep("done", 1, 1))
-	a := newAgent(t, m.Ref(), countingTools(&ran), middleware.ToolArgumentRepair(middleware.ToolArgumentRepairOptions{}))
+	a := newAgent(t, m.Ref(), countingTools(&ran), middleware.ToolArgumentRepair(&middleware.ToolArgumentRepairOptions{}))
 	res, err := a.Generate(t.Context(), llm.Text("go"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func TestToolArgumentRepairUncompilableSchema(t *testing.T) {
 	m := scripted.NewT(t,
 		calls(call("", "invalid", map[string]any{"x": 1}), call("", "remote", map[string]any{"x": 1}), call("", "free", map[string]any{"x": 1})),
 		textStep("done", 1, 1))
-	a := newAgent(t, m.Ref(), tools, middleware.ToolArgumentRepair(middleware.ToolArgumentRepairOptions{Logger: slog.New(rec)}))
+	a := newAgent(t, m.Ref(), tools, middleware.ToolArgumentRepair(&middleware.ToolArgumentRepairOptions{Logger: slog.New(rec)}))
 	recs := rec.records()
 	if len(recs) != 2 {
 		t.Fatalf("got %d records, want 2: %v", len(recs), recs)
@@ -268,7 +268,7 @@ func TestToolArgumentRepairConcurrentCalls(t *testing.T) {
 		round = append(round, call(fmt.Sprintf("c%d", i), "add", args))
 	}
 	m := scripted.NewT(t, calls(round...), textStep("done", 1, 1))
-	a := newAgent(t, m.Ref(), countingTools(&ran), middleware.ToolArgumentRepair(middleware.ToolArgumentRepairOptions{}))
+	a := newAgent(t, m.Ref(), countingTools(&ran), middleware.ToolArgumentRepair(&middleware.ToolArgumentRepairOptions{}))
 	res, err := a.Generate(t.Context(), llm.Text("go"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func TestToolArgumentRepairApproval(t *testing.T) {
 	approved := calls(call("", "add", map[string]any{"a": 1, "b": 2}))
 
 	m := scripted.NewT(t, invalid, denied, invalid)
-	a := newAgent(t, m.Ref(), tools, middleware.ToolArgumentRepair(middleware.ToolArgumentRepairOptions{MaxRetries: 1}))
+	a := newAgent(t, m.Ref(), tools, middleware.ToolArgumentRepair(&middleware.ToolArgumentRepairOptions{MaxRetries: 1}))
 	_, err := a.Generate(t.Context(), llm.Text("go"), nil)
 	var re *middleware.RepairExhaustedError
 	if !errors.As(err, &re) || re.Attempts != 2 || re.State.Step() != 3 {
@@ -312,7 +312,7 @@ func TestToolArgumentRepairApproval(t *testing.T) {
 
 	asked = nil
 	m = scripted.NewT(t, approved, textStep("done", 1, 1))
-	a = newAgent(t, m.Ref(), tools, middleware.ToolArgumentRepair(middleware.ToolArgumentRepairOptions{}))
+	a = newAgent(t, m.Ref(), tools, middleware.ToolArgumentRepair(&middleware.ToolArgumentRepairOptions{}))
 	if _, err := a.Generate(t.Context(), llm.Text("go"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestToolArgumentRepairLongReason(t *testing.T) {
 	tool := llm.Tool{Name: "t", Parameters: llm.Schema{"type": "object", "properties": props},
 		Run: func(context.Context, map[string]any) (any, error) { return "ran", nil }}
 	m := scripted.NewT(t, calls(call("", "t", args)), textStep("done", 1, 1))
-	a := newAgent(t, m.Ref(), []llm.Tool{tool}, middleware.ToolArgumentRepair(middleware.ToolArgumentRepairOptions{}))
+	a := newAgent(t, m.Ref(), []llm.Tool{tool}, middleware.ToolArgumentRepair(&middleware.ToolArgumentRepairOptions{}))
 	res, err := a.Generate(t.Context(), llm.Text("go"), nil)
 	if err != nil {
 		t.Fatal(err)

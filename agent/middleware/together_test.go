@@ -24,13 +24,13 @@ func TestAllTogether(t *testing.T) {
 	}
 	script = append(script, textStep("done", 10, 10))
 	m := scripted.NewT(t, script...)
-	a, err := agent.New(agent.Options{
+	a, err := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{echo}},
 		Middleware: []agent.Middleware{
-			middleware.Logging(middleware.LoggingOptions{Logger: slog.New(rec), NoTiming: true}),
-			middleware.Budget(middleware.BudgetOptions{MaxTotalTokens: 1000, MaxToolCalls: 10}),
-			middleware.ToolArgumentRepair(middleware.ToolArgumentRepairOptions{}),
-			middleware.ContextWindow(middleware.ContextWindowOptions{MaxMessages: 6, KeepToolResults: 2}),
+			middleware.Logging(&middleware.LoggingOptions{Logger: slog.New(rec), NoTiming: true}),
+			middleware.Budget(&middleware.BudgetOptions{MaxTotalTokens: 1000, MaxToolCalls: 10}),
+			middleware.ToolArgumentRepair(&middleware.ToolArgumentRepairOptions{}),
+			middleware.ContextWindow(&middleware.ContextWindowOptions{MaxMessages: 6, KeepToolResults: 2}),
 		},
 	})
 	if err != nil {

@@ -17,7 +17,7 @@ func Example() {
 		scripted.Step{Text: "Plane or train?"},
 		scripted.Step{Text: "Flight booked."},
 		scripted.Step{Text: "Train booked."})
-	a, _ := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()}})
+	a, _ := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()}})
 
 	tree := threadtree.New()
 	ask := func(prompt string) {

@@ -89,7 +89,7 @@ func TestUAP_12_2_TreePersistsThroughCheckpointStore(t *testing.T) {
 	store := newMemStore()
 	session := ids.New()
 	m := scripted.NewT(t, scripted.Step{Text: "Hello!"}, scripted.Step{Text: "Bonjour !"}, scripted.Step{Text: "Ça va bien."})
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -240,7 +240,7 @@ func TestUAP_7_1_BranchIsolation(t *testing.T) {
 		scripted.Step{Text: "Flights booked."},
 		scripted.Step{Text: "Train tickets booked."},
 		scripted.Step{Text: "Window seat it is."})
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestUAP_7_1_ConcurrentRunsOnBranches(t *testing.T) {
 	m := scripted.NewFunc(func(_ context.Context, req *llm.Request) (scripted.Step, error) {
 		return scripted.Step{Text: "echo: " + req.Messages[len(req.Messages)-1].Text()}, nil
 	})
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}})
 	if err != nil {
 		t.Fatal(err)
 	}

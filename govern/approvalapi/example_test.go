@@ -21,13 +21,13 @@ func Example() {
 	alice, _ := approverkey.Generate("alice")
 	kr := govern.NewKeyring()
 	kr.Add("alice", alice.Public())
-	g, _ := govern.New(ctx, govern.Options{Keyring: kr,
+	g, _ := govern.New(ctx, &govern.Options{Keyring: kr,
 		Rollbacks: map[string]govern.RollbackFunc{"refund.cancel": func(context.Context, govern.RollbackAction) error { return nil }}})
-	srv := httptest.NewServer(approvalapi.NewHandler(g, approvalapi.Options{}))
+	srv := httptest.NewServer(approvalapi.NewHandler(g, &approvalapi.Options{}))
 	defer srv.Close()
 
 	// An agent's refund is held for approval.
-	run, _ := g.Start(ctx, govern.RunOptions{Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:acme", ControlClass: govern.HumanSupervised}})
+	run, _ := g.Start(ctx, &govern.RunOptions{Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:acme", ControlClass: govern.HumanSupervised}})
 	spec := govern.ToolSpec{Name: "refund", Tier: govern.WriteHighRisk, Rollback: func(_ context.Context, c govern.Call) (*govern.RollbackAction, error) {
 		return &govern.RollbackAction{Type: "refund.cancel", Target: c.ID}, nil
 	}}

@@ -72,7 +72,11 @@ type Options struct {
 // MaxBodyBytes, 415 not JSON, 500 anything else — logged, never detailed.
 // Answers omit decision.token (its jti identifies it): the journal keeps
 // the token, the API does not hand it out.
-func NewHandler(g *govern.Governor, opts Options) http.Handler {
+func NewHandler(g *govern.Governor, options *Options) http.Handler {
+	var opts Options
+	if options != nil {
+		opts = *options
+	}
 	h := &handler{g: g, opts: opts, log: opts.Logger}
 	if h.opts.MaxBodyBytes <= 0 {
 		h.opts.MaxBodyBytes = defaultMaxBodyBytes

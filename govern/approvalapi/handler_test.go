@@ -50,18 +50,18 @@ func newFixture(t *testing.T, opts approvalapi.Options) *fixture {
 	if _, err := kr.Add("alice", f.alice.Public()); err != nil {
 		t.Fatal(err)
 	}
-	f.g, err = govern.New(ctx, govern.Options{Journal: f.journal, Keyring: kr,
+	f.g, err = govern.New(ctx, &govern.Options{Journal: f.journal, Keyring: kr,
 		Rollbacks: map[string]govern.RollbackFunc{"refund.cancel": func(context.Context, govern.RollbackAction) error { return nil }}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.run, err = f.g.Start(ctx, govern.RunOptions{Identity: govern.Identity{AgentID: "agent:a", OwnerID: "org:x", ControlClass: govern.HumanSupervised}})
+	f.run, err = f.g.Start(ctx, &govern.RunOptions{Identity: govern.Identity{AgentID: "agent:a", OwnerID: "org:x", ControlClass: govern.HumanSupervised}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkWire(t, f.run.Envelope())
 	opts.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
-	f.srv = httptest.NewServer(approvalapi.NewHandler(f.g, opts))
+	f.srv = httptest.NewServer(approvalapi.NewHandler(f.g, &opts))
 	t.Cleanup(f.srv.Close)
 	f.client = &approvalapi.Client{BaseURL: f.srv.URL, BearerToken: opts.BearerToken}
 	return f

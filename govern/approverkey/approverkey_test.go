@@ -22,13 +22,13 @@ import (
 func pending(t *testing.T, kr *govern.Keyring) (*govern.Governor, govern.ApprovalRequest) {
 	t.Helper()
 	ctx := context.Background()
-	g, err := govern.New(ctx, govern.Options{Journal: govern.NewMemoryJournal(), Keyring: kr,
+	g, err := govern.New(ctx, &govern.Options{Journal: govern.NewMemoryJournal(), Keyring: kr,
 		Rollbacks: map[string]govern.RollbackFunc{"refund.cancel": func(context.Context, govern.RollbackAction) error { return nil }}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	auditJournal(t, g.Journal())
-	r, err := g.Start(ctx, govern.RunOptions{Identity: govern.Identity{AgentID: "agent:a", OwnerID: "org:x", ControlClass: govern.HumanSupervised}})
+	r, err := g.Start(ctx, &govern.RunOptions{Identity: govern.Identity{AgentID: "agent:a", OwnerID: "org:x", ControlClass: govern.HumanSupervised}})
 	if err != nil {
 		t.Fatal(err)
 	}

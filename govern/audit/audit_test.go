@@ -198,7 +198,7 @@ func TestJSONLFileDeduplicatesAfterRestart(t *testing.T) {
 		t.Fatalf("after restart: %d, %v", n, err)
 	}
 	// The file is a journal of every record once: it verifies.
-	f, err := journal.Open(out, journal.Options{ReadOnly: true})
+	f, err := journal.Open(out, &journal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestJSONLFileCutsTornLine(t *testing.T) {
 	if _, err := audit.NewExporter(j, sink, fastOptions(nil)).ExportPending(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	f, err := journal.Open(out, journal.Options{ReadOnly: true})
+	f, err := journal.Open(out, &journal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestExportFileJournal(t *testing.T) {
 	dir := t.TempDir()
 	var syncs int
 	var mu sync.Mutex
-	j, err := journal.Open(filepath.Join(dir, "j.jsonl"), journal.Options{FlushInterval: -1, FaultHook: func(p string) {
+	j, err := journal.Open(filepath.Join(dir, "j.jsonl"), &journal.Options{FlushInterval: -1, FaultHook: func(p string) {
 		if p == journal.PointSynced {
 			mu.Lock()
 			syncs++

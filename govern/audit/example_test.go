@@ -21,7 +21,7 @@ func ExampleExporter() {
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithCancel(context.Background())
 
-	j, _ := journal.Open(filepath.Join(dir, "journal.jsonl"), journal.Options{})
+	j, _ := journal.Open(filepath.Join(dir, "journal.jsonl"), &journal.Options{})
 	defer j.Close()
 	sink := audit.JSONLFile(filepath.Join(dir, "audit.jsonl"))
 	defer sink.Close()
@@ -33,9 +33,9 @@ func ExampleExporter() {
 	done := make(chan error)
 	go func() { done <- ex.Run(ctx) }()
 
-	g, _ := govern.New(ctx, govern.Options{Journal: j})
+	g, _ := govern.New(ctx, &govern.Options{Journal: j})
 	id := govern.Identity{AgentID: "agent:a", OwnerID: "org:x", ControlClass: govern.HumanSupervised}
-	d, _ := g.Execute(ctx, govern.RunOptions{Identity: id}, func(ctx context.Context, run *govern.Run, _ *govern.Verdict) (any, error) {
+	d, _ := g.Execute(ctx, &govern.RunOptions{Identity: id}, func(ctx context.Context, run *govern.Run, _ *govern.Verdict) (any, error) {
 		return "done", nil
 	})
 	fmt.Println("run delivered:", d.Run.Phase())
@@ -45,7 +45,7 @@ func ExampleExporter() {
 	}
 	cancel()
 	<-done
-	exported, _ := journal.Open(filepath.Join(dir, "audit.jsonl"), journal.Options{ReadOnly: true})
+	exported, _ := journal.Open(filepath.Join(dir, "audit.jsonl"), &journal.Options{ReadOnly: true})
 	defer exported.Close()
 	n, err := govern.VerifyChain(context.Background(), exported)
 	fmt.Println(n, "records exported, chain ok:", err == nil)

@@ -13,11 +13,11 @@ import (
 func TestCheckJournal(t *testing.T) {
 	ctx := context.Background()
 	j := govern.NewMemoryJournal()
-	g, err := govern.New(ctx, govern.Options{Journal: j})
+	g, err := govern.New(ctx, &govern.Options{Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := g.Start(ctx, govern.RunOptions{Identity: govern.Identity{AgentID: "a", OwnerID: "o", ControlClass: govern.Autonomous}})
+	r, err := g.Start(ctx, &govern.RunOptions{Identity: govern.Identity{AgentID: "a", OwnerID: "o", ControlClass: govern.Autonomous}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func benchRecords(n int) []*govern.Record {
 func openBench(b *testing.B) (*journal.File, *atomic.Int64) {
 	b.Helper()
 	fsyncs := new(atomic.Int64)
-	f, err := journal.Open(filepath.Join(b.TempDir(), "journal.jsonl"), journal.Options{FaultHook: func(point string) {
+	f, err := journal.Open(filepath.Join(b.TempDir(), "journal.jsonl"), &journal.Options{FaultHook: func(point string) {
 		if point == journal.PointSynced {
 			fsyncs.Add(1)
 		}
@@ -127,7 +127,7 @@ const scanRecords = 10_000
 func writeJournal(b *testing.B, n int) (string, int64) {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "journal.jsonl")
-	f, err := journal.Open(path, journal.Options{})
+	f, err := journal.Open(path, &journal.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func writeJournal(b *testing.B, n int) (string, int64) {
 // them all.
 func BenchmarkRecords(b *testing.B) {
 	path, size := writeJournal(b, scanRecords)
-	f, err := journal.Open(path, journal.Options{})
+	f, err := journal.Open(path, &journal.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func BenchmarkOpen(b *testing.B) {
 	path, size := writeJournal(b, scanRecords)
 	b.SetBytes(size)
 	for b.Loop() {
-		f, err := journal.Open(path, journal.Options{FlushInterval: -1})
+		f, err := journal.Open(path, &journal.Options{FlushInterval: -1})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -19,26 +19,26 @@ func ExampleOpen() {
 	path := filepath.Join(dir, "journal.jsonl")
 	ctx := context.Background()
 
-	j, err := journal.Open(path, journal.Options{})
+	j, err := journal.Open(path, &journal.Options{})
 	if err != nil {
 		panic(err)
 	}
-	g, _ := govern.New(ctx, govern.Options{Journal: j, Node: "node-1"})
+	g, _ := govern.New(ctx, &govern.Options{Journal: j, Node: "node-1"})
 	id := govern.Identity{AgentID: "agent:a", OwnerID: "org:x", ControlClass: govern.HumanSupervised}
-	run, _ := g.Start(ctx, govern.RunOptions{Identity: id})
+	run, _ := g.Start(ctx, &govern.RunOptions{Identity: id})
 	inv, _ := run.Invoke(ctx, govern.ToolSpec{Name: "lookup", Tier: govern.ReadOnly}, govern.Call{ID: "c1"},
 		func(ctx context.Context) (any, error) { return "4 °C", nil })
 	fmt.Println("tool said", inv.Result)
 	j.Close() // the process stops here, the run still open
 
-	j, err = journal.Open(path, journal.Options{})
+	j, err = journal.Open(path, &journal.Options{})
 	if err != nil {
 		panic(err)
 	}
 	defer j.Close()
 	n, err := govern.VerifyChain(ctx, j)
 	fmt.Println(n, "records, chain ok:", err == nil)
-	g, _ = govern.New(ctx, govern.Options{Journal: j, Node: "node-1"})
+	g, _ = govern.New(ctx, &govern.Options{Journal: j, Node: "node-1"})
 	rep, _ := g.Recover(ctx)
 	fmt.Println("recovered", len(rep.Closed), "run(s)")
 	// Output:

@@ -145,7 +145,11 @@ type File struct {
 // a torn tail (see TornBytes) and verifies the chain, failing with a
 // *govern.ChainError on corruption unless opts.ReadOnly. See the package
 // documentation.
-func Open(path string, opts Options) (*File, error) {
+func Open(path string, options *Options) (*File, error) {
+	var opts Options
+	if options != nil {
+		opts = *options
+	}
 	f := &File{path: path, opts: opts, unique: map[string]struct{}{}, runs: map[string][]int{}}
 	f.scond = sync.NewCond(&f.smu)
 	created := false

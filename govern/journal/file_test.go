@@ -22,7 +22,7 @@ import (
 
 func openT(t *testing.T, path string, opts journal.Options) *journal.File {
 	t.Helper()
-	f, err := journal.Open(path, opts)
+	f, err := journal.Open(path, &opts)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", path, err)
 	}
@@ -53,7 +53,7 @@ func appendN(t *testing.T, j govern.Journal, reqID string, n int) []*govern.Reco
 func TestLockedInThisProcess(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "j.jsonl")
 	f := openT(t, path, journal.Options{})
-	if _, err := journal.Open(path, journal.Options{}); !errors.Is(err, journal.ErrLocked) {
+	if _, err := journal.Open(path, &journal.Options{}); !errors.Is(err, journal.ErrLocked) {
 		t.Fatalf("second Open = %v, want ErrLocked", err)
 	}
 	// A reader needs no lock.
@@ -78,7 +78,7 @@ func TestLockChild(t *testing.T) {
 	if path == "" {
 		t.Skip("the child process of TestLockedInAnotherProcess")
 	}
-	f, err := journal.Open(path, journal.Options{})
+	f, err := journal.Open(path, &journal.Options{})
 	switch {
 	case errors.Is(err, journal.ErrLocked):
 		fmt.Println("LOCKED")
@@ -119,7 +119,7 @@ func TestLockedInAnotherProcess(t *testing.T) {
 // and the records.
 func writeFile(t *testing.T, path string, n int) ([]byte, []*govern.Record) {
 	t.Helper()
-	f, err := journal.Open(path, journal.Options{})
+	f, err := journal.Open(path, &journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,13 +214,13 @@ func chainErrorAt(t *testing.T, what string, err error, seq uint64) {
 // a read-only Open reports the same through VerifyChain.
 func checkTampered(t *testing.T, what, path string, seq uint64) {
 	t.Helper()
-	if f, err := journal.Open(path, journal.Options{}); err == nil {
+	if f, err := journal.Open(path, &journal.Options{}); err == nil {
 		f.Close()
 		t.Errorf("%s: Open succeeded", what)
 	} else {
 		chainErrorAt(t, what+": Open", err, seq)
 	}
-	ro, err := journal.Open(path, journal.Options{ReadOnly: true})
+	ro, err := journal.Open(path, &journal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("%s: read-only Open: %v", what, err)
 	}
@@ -430,10 +430,10 @@ func TestFlushAndBackgroundFlush(t *testing.T) {
 
 func TestOpenErrors(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := journal.Open(filepath.Join(dir, "missing.jsonl"), journal.Options{ReadOnly: true}); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := journal.Open(filepath.Join(dir, "missing.jsonl"), &journal.Options{ReadOnly: true}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("read-only Open of a missing file = %v, want ErrNotExist", err)
 	}
-	if _, err := journal.Open(dir, journal.Options{}); err == nil {
+	if _, err := journal.Open(dir, &journal.Options{}); err == nil {
 		t.Error("Open of a directory succeeded")
 	}
 	// A new journal is created with its directories, owner-only.

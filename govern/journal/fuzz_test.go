@@ -102,13 +102,13 @@ func FuzzOpen(f *testing.F) {
 		if err := os.WriteFile(path, content, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		ro, err := journal.Open(path, journal.Options{ReadOnly: true})
+		ro, err := journal.Open(path, &journal.Options{ReadOnly: true})
 		if err != nil {
 			t.Fatalf("read-only Open: %v", err)
 		}
 		roCount, roErr := govern.VerifyChain(t.Context(), ro)
 		ro.Close()
-		j, err := journal.Open(path, journal.Options{FlushInterval: -1})
+		j, err := journal.Open(path, &journal.Options{FlushInterval: -1})
 		if err != nil {
 			if !errors.Is(err, govern.ErrChainBroken) {
 				t.Fatalf("Open failed without a chain error: %v", err)

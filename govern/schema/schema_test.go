@@ -216,13 +216,13 @@ func TestUAICP_Baseline_Check09_MissingChecksFailsSchema(t *testing.T) {
 // envelope (valid against the schema) says needs_review.
 func TestUAICP_Baseline_Check11_Analogue(t *testing.T) {
 	ctx := context.Background()
-	g, err := govern.New(ctx, govern.Options{Rollbacks: map[string]govern.RollbackFunc{
+	g, err := govern.New(ctx, &govern.Options{Rollbacks: map[string]govern.RollbackFunc{
 		"wire_transfer.reverse": func(context.Context, govern.RollbackAction) error { return nil },
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := g.Start(ctx, govern.RunOptions{Identity: govern.Identity{AgentID: "agent:a", OwnerID: "org:o", ControlClass: govern.Autonomous}})
+	r, err := g.Start(ctx, &govern.RunOptions{Identity: govern.Identity{AgentID: "agent:a", OwnerID: "org:o", ControlClass: govern.Autonomous}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,7 +476,7 @@ func TestValidateTypes(t *testing.T) {
 // tampers with it.
 func TestCheckRecords(t *testing.T) {
 	ctx := context.Background()
-	g, err := govern.New(ctx, govern.Options{
+	g, err := govern.New(ctx, &govern.Options{
 		Classes: []govern.TaskClass{{Name: "lookup", RequiredEvidence: []govern.EvidenceType{govern.ToolResult}, RequiredVerifiers: []string{"v"}}},
 		Verifiers: []govern.Verifier{govern.CheckVerifier("v", func(context.Context, govern.VerifyInput) []govern.Check {
 			return []govern.Check{{CheckID: "ok", Result: govern.CheckPass}}
@@ -485,7 +485,7 @@ func TestCheckRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := g.Start(ctx, govern.RunOptions{TaskClass: "lookup", Identity: govern.Identity{AgentID: "agent:a", OwnerID: "org:o", ControlClass: govern.Autonomous}})
+	r, err := g.Start(ctx, &govern.RunOptions{TaskClass: "lookup", Identity: govern.Identity{AgentID: "agent:a", OwnerID: "org:o", ControlClass: govern.Autonomous}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ func toolCall(name string, args map[string]any) scripted.Step {
 func TestGovernedAgentOrdersWithApprovalAndRollback(t *testing.T) {
 	ctx := context.Background()
 	c := storeServer(t)
-	g, err := govern.New(ctx, govern.Options{
+	g, err := govern.New(ctx, &govern.Options{
 		Rollbacks: map[string]govern.RollbackFunc{uaipagent.RollbackType: uaipagent.RollbackHandler(c)}})
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +78,8 @@ func TestGovernedAgentOrdersWithApprovalAndRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{ts},
-		Middleware: []agent.Middleware{g.Middleware(govern.AgentOptions{})}})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{ts},
+		Middleware: []agent.Middleware{g.Middleware(&govern.AgentOptions{})}})
 	if err != nil {
 		t.Fatal(err)
 	}

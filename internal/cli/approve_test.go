@@ -52,13 +52,13 @@ func newApprovalServer(t *testing.T, bearer string) *approvalServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.g, err = govern.New(ctx, govern.Options{Journal: govern.NewMemoryJournal(), Keyring: kr,
+	s.g, err = govern.New(ctx, &govern.Options{Journal: govern.NewMemoryJournal(), Keyring: kr,
 		Rollbacks: map[string]govern.RollbackFunc{"refund.cancel": func(context.Context, govern.RollbackAction) error { return nil }}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	governtest.AuditJournal(t, s.g.Journal())
-	run, err := s.g.Start(ctx, govern.RunOptions{Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:acme", ControlClass: govern.HumanSupervised}})
+	run, err := s.g.Start(ctx, &govern.RunOptions{Identity: govern.Identity{AgentID: "agent:support", OwnerID: "org:acme", ControlClass: govern.HumanSupervised}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func newApprovalServer(t *testing.T, bearer string) *approvalServer {
 	if err := run.Pause(ctx, json.RawMessage(`{"step":3}`)); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(approvalapi.NewHandler(s.g, approvalapi.Options{BearerToken: bearer,
+	srv := httptest.NewServer(approvalapi.NewHandler(s.g, &approvalapi.Options{BearerToken: bearer,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(srv.Close)
 	s.url = srv.URL

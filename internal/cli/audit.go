@@ -39,7 +39,7 @@ func (f *auditFlags) open(ctx context.Context) (govern.Journal, func() error, er
 		if f.store != "" {
 			return nil, nil, usageError("--file and --store name two journals: give one")
 		}
-		j, err := journal.Open(f.file, journal.Options{ReadOnly: true})
+		j, err := journal.Open(f.file, &journal.Options{ReadOnly: true})
 		if err != nil {
 			return nil, nil, err
 		}

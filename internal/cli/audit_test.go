@@ -20,16 +20,16 @@ func writeJournal(t *testing.T) (path string, requestIDs []string) {
 	t.Helper()
 	ctx := context.Background()
 	path = filepath.Join(t.TempDir(), "journal.jsonl")
-	j, err := journal.Open(path, journal.Options{})
+	j, err := journal.Open(path, &journal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := govern.New(ctx, govern.Options{Journal: j})
+	g, err := govern.New(ctx, &govern.Options{Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, deliver := range []bool{true, false} {
-		r, err := g.Start(ctx, govern.RunOptions{Identity: govern.Identity{AgentID: "agent:test", OwnerID: "owner", ControlClass: govern.Autonomous}})
+		r, err := g.Start(ctx, &govern.RunOptions{Identity: govern.Identity{AgentID: "agent:test", OwnerID: "owner", ControlClass: govern.Autonomous}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,7 +63,7 @@ Without --workflow the first workflow GET /api/workflows lists is tested
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			rep := uaipconformance.Run(ctx, uaipconformance.Options{BaseURL: url, Workflow: wf, BearerToken: token,
+			rep := uaipconformance.Run(ctx, &uaipconformance.Options{BaseURL: url, Workflow: wf, BearerToken: token,
 				HTTPClient: &http.Client{Timeout: timeout}, ReadOnly: readOnly})
 			if err := writeReport(e.stdout, rep, rep.Results, asJSON); err != nil {
 				return err
@@ -143,7 +143,7 @@ is 1 when a check failed.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			rep := uampconformance.Run(ctx, opts)
+			rep := uampconformance.Run(ctx, &opts)
 			if err := writeReport(e.stdout, rep, rep.Results, asJSON); err != nil {
 				return err
 			}

@@ -42,7 +42,7 @@ did), then "N passed, M failed". The exit status is 1 when a check failed.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			rep, err := uiapconformance.Run(ctx, uiapconformance.Options{URL: url, Header: header, Timeout: timeout})
+			rep, err := uiapconformance.Run(ctx, &uiapconformance.Options{URL: url, Header: header, Timeout: timeout})
 			if err != nil {
 				return usageError("%v", err)
 			}

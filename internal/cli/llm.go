@@ -148,7 +148,7 @@ func runLLM(ctx context.Context, e *env, f *llmFlags, args []string) error {
 		return err
 	}
 	ref := opts.Model
-	inst, err := llm.LLM(opts)
+	inst, err := llm.LLM(&opts)
 	if err != nil {
 		return explain(err, ref)
 	}

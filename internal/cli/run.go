@@ -70,11 +70,11 @@ addresses are as for agentry llm. ` + baseURLHelp,
 func strategyFor(name string) (agent.ExecutionStrategy, error) {
 	switch name {
 	case "loop":
-		return execution.Loop(execution.LoopOptions{}), nil
+		return execution.Loop(&execution.LoopOptions{}), nil
 	case "react":
-		return execution.ReAct(execution.ReActOptions{}), nil
+		return execution.ReAct(&execution.ReActOptions{}), nil
 	case "plan":
-		return execution.Plan(execution.PlanOptions{})
+		return execution.Plan(&execution.PlanOptions{})
 	}
 	return nil, usageError("--strategy must be loop, react or plan, not %q", name)
 }
@@ -123,7 +123,7 @@ func runAgent(ctx context.Context, e *env, f *runFlags, args []string) error {
 		limit := state.Step() + f.maxSteps
 		opts.Strategy.StopCondition = func(_ context.Context, s *agent.State) bool { return s.Step() >= limit }
 	}
-	a, err := agent.New(opts)
+	a, err := agent.New(&opts)
 	if err != nil {
 		return explain(err, lo.Model)
 	}

@@ -142,7 +142,7 @@ func certPrincipal(c tls.Certificate) string {
 func discoverDID(ctx context.Context, base string, conf *tls.Config) (string, error) {
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: conf.Clone()}}
 	defer hc.CloseIdleConnections()
-	d, err := discovery.Discover(ctx, base, discovery.ClientOptions{HTTPClient: hc})
+	d, err := discovery.Discover(ctx, base, &discovery.ClientOptions{HTTPClient: hc})
 	if err != nil {
 		return "", err
 	}

@@ -44,7 +44,7 @@ func FuzzEvaluate(f *testing.F) {
 }
 
 func TestDemoModelUsesTheCalculator(t *testing.T) {
-	inst, err := llm.LLM(llm.LLMOptions{Model: Model().Ref(), Tools: Tools()})
+	inst, err := llm.LLM(&llm.LLMOptions{Model: Model().Ref(), Tools: Tools()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestDemoModelUsesTheCalculator(t *testing.T) {
 	if turn.Text() != "Your text has 3 words and 20 characters." {
 		t.Errorf("word stats answer %q", turn.Text())
 	}
-	bare, _ := llm.LLM(llm.LLMOptions{Model: Model().Ref()})
+	bare, _ := llm.LLM(&llm.LLMOptions{Model: Model().Ref()})
 	turn, _ = bare.Generate(context.Background(), nil, llm.Text("two words"))
 	if !strings.Contains(turn.Text(), "2 words") {
 		t.Errorf("tool-less answer %q", turn.Text())
@@ -70,7 +70,7 @@ func TestDemoModelUsesTheCalculator(t *testing.T) {
 }
 
 func TestDemoModelReportsToolErrors(t *testing.T) {
-	inst, _ := llm.LLM(llm.LLMOptions{Model: Model().Ref(), Tools: Tools()})
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: Model().Ref(), Tools: Tools()})
 	turn, err := inst.Generate(context.Background(), nil, llm.Text("compute 1/0 please"))
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +135,7 @@ func FuzzFindExpression(f *testing.F) {
 // The demo model says each thing once with every strategy's prompts: a
 // ReAct action after the reasoning does not reason again.
 func TestDemoModelReasonsOncePerReActStep(t *testing.T) {
-	inst, err := llm.LLM(llm.LLMOptions{Model: Model().Ref(), Tools: Tools()})
+	inst, err := llm.LLM(&llm.LLMOptions{Model: Model().Ref(), Tools: Tools()})
 	if err != nil {
 		t.Fatal(err)
 	}

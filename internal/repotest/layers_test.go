@@ -167,22 +167,22 @@ func TestLayers(t *testing.T) {
 // and lets the bridges and the other layers be.
 func TestLayerViolationsFindsChains(t *testing.T) {
 	graph := map[string][]string{
-		"workflow":               {"internal/ids"},
-		"workflow/uaipconformance":   {"workflow", "internal/helper"},
-		"internal/helper":        {"internal/deeper"},
-		"internal/deeper":        {"govern"},
-		"workflow/uaipagent":     {"workflow", "agent", "govern"},
-		"messaging":              {"envelope", "llm"},
-		"envelope":               {"internal/ids"},
-		"uicontrol/uiapagent":    {"uicontrol", "server"},
-		"uicontrol":              {},
-		"govern":                 {"internal/ids"},
-		"agent":                  {"llm"},
-		"llm":                    {},
-		"server":                 {},
-		"internal/ids":           {},
-		"messaging/uampagent":    {"messaging", "agent"},
-		"uicontrol/uiapworkflow": {"uicontrol", "workflow"},
+		"workflow":                 {"internal/ids"},
+		"workflow/uaipconformance": {"workflow", "internal/helper"},
+		"internal/helper":          {"internal/deeper"},
+		"internal/deeper":          {"govern"},
+		"workflow/uaipagent":       {"workflow", "agent", "govern"},
+		"messaging":                {"envelope", "llm"},
+		"envelope":                 {"internal/ids"},
+		"uicontrol/uiapagent":      {"uicontrol", "server"},
+		"uicontrol":                {},
+		"govern":                   {"internal/ids"},
+		"agent":                    {"llm"},
+		"llm":                      {},
+		"server":                   {},
+		"internal/ids":             {},
+		"messaging/uampagent":      {"messaging", "agent"},
+		"uicontrol/uiapworkflow":   {"uicontrol", "workflow"},
 	}
 	var got []string
 	for _, rule := range layerRules {

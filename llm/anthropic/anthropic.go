@@ -1,7 +1,7 @@
 // Package anthropic provides the UPP-1.3 provider for Anthropic's Claude
 // models, speaking the Messages API (POST /v1/messages) on net/http.
 //
-//	model, err := llm.LLM(llm.LLMOptions{
+//	model, err := llm.LLM(&llm.LLMOptions{
 //		Model:  anthropic.Model("claude-sonnet-4-5", nil),
 //		Params: map[string]any{"max_tokens": 1024},
 //	})

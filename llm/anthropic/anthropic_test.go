@@ -706,7 +706,7 @@ func TestMalformedResponse(t *testing.T) {
 func TestMissingKey(t *testing.T) {
 	t.Setenv("ANTHROPIC_API_KEY", "")
 	f := newFake(t)
-	inst, err := llm.LLM(llm.LLMOptions{Model: Model("claude-haiku-4-5", nil), Config: llm.ProviderConfig{BaseURL: f.srv.URL}, Params: map[string]any{"max_tokens": 1}})
+	inst, err := llm.LLM(&llm.LLMOptions{Model: Model("claude-haiku-4-5", nil), Config: llm.ProviderConfig{BaseURL: f.srv.URL}, Params: map[string]any{"max_tokens": 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -721,7 +721,7 @@ func TestMissingKey(t *testing.T) {
 	// From the environment.
 	t.Setenv("ANTHROPIC_API_KEY", "env-key")
 	f = newFake(t, jsonReply(t, "response_text.json"))
-	inst, _ = llm.LLM(llm.LLMOptions{Model: Model("claude-haiku-4-5", nil), Config: llm.ProviderConfig{BaseURL: f.srv.URL}, Params: map[string]any{"max_tokens": 1}})
+	inst, _ = llm.LLM(&llm.LLMOptions{Model: Model("claude-haiku-4-5", nil), Config: llm.ProviderConfig{BaseURL: f.srv.URL}, Params: map[string]any{"max_tokens": 1}})
 	if _, err := inst.Generate(context.Background(), nil, llm.Text("Hi")); err != nil {
 		t.Fatal(err)
 	}

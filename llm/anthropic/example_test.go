@@ -21,7 +21,7 @@ func ExampleModel() {
 	}))
 	defer srv.Close()
 
-	model, err := llm.LLM(llm.LLMOptions{
+	model, err := llm.LLM(&llm.LLMOptions{
 		Model:  anthropic.Model("claude-sonnet-4-5", nil),
 		Config: llm.ProviderConfig{BaseURL: srv.URL, APIKey: llm.StaticKey("sk-ant-example")},
 		System: "Answer in French.",

@@ -129,7 +129,7 @@ func newLLM(t testing.TB, f *fake, o llm.LLMOptions, opts *Options) *llm.LLMInst
 	if o.Params == nil {
 		o.Params = map[string]any{"max_tokens": 1024}
 	}
-	inst, err := llm.LLM(o)
+	inst, err := llm.LLM(&o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 //
 // A model is bound with Model:
 //
-//	model, err := llm.LLM(llm.LLMOptions{Model: gemini.Model("gemini-2.5-flash", nil)})
+//	model, err := llm.LLM(&llm.LLMOptions{Model: gemini.Model("gemini-2.5-flash", nil)})
 //
 // # Requests
 //

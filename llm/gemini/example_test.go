@@ -23,7 +23,7 @@ func ExampleModel() {
 	}))
 	defer srv.Close()
 
-	model, err := llm.LLM(llm.LLMOptions{
+	model, err := llm.LLM(&llm.LLMOptions{
 		Model:  gemini.Model("gemini-2.5-flash", nil),
 		Config: llm.ProviderConfig{BaseURL: srv.URL, APIKey: llm.StaticKey("my-key")},
 		System: "Answer in French.",

@@ -133,7 +133,7 @@ func newLLM(t *testing.T, opts llm.LLMOptions) *llm.LLMInstance {
 	if opts.Model.Provider == nil {
 		opts.Model = Model("gemini-2.5-flash", nil)
 	}
-	inst, err := llm.LLM(opts)
+	inst, err := llm.LLM(&opts)
 	if err != nil {
 		t.Fatalf("llm.LLM: %v", err)
 	}

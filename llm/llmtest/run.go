@@ -62,7 +62,7 @@ func (k *kit) llm(t *testing.T, opts llm.LLMOptions) *llm.LLMInstance {
 		maps.Copy(p, opts.Params)
 		opts.Params = p
 	}
-	inst, err := llm.LLM(opts)
+	inst, err := llm.LLM(&opts)
 	if err != nil {
 		t.Fatalf("llm.LLM: %v", err)
 	}

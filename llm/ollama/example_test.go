@@ -20,7 +20,7 @@ func ExampleModel() {
 	}))
 	defer srv.Close()
 
-	model, err := llm.LLM(llm.LLMOptions{
+	model, err := llm.LLM(&llm.LLMOptions{
 		Model:  ollama.Model("llama3.2", nil),
 		Config: llm.ProviderConfig{BaseURL: srv.URL},
 		Params: map[string]any{"options": map[string]any{"temperature": 0}},

@@ -117,7 +117,7 @@ func newLLM(t *testing.T, opts llm.LLMOptions) *llm.LLMInstance {
 	if opts.Model.Provider == nil {
 		opts.Model = Model("llama3.2", nil)
 	}
-	m, err := llm.LLM(opts)
+	m, err := llm.LLM(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // Ollama's native chat API (POST /api/chat).
 //
 //	ref := ollama.Model("llama3.2", nil)
-//	model, err := llm.LLM(llm.LLMOptions{Model: ref})
+//	model, err := llm.LLM(&llm.LLMOptions{Model: ref})
 //
 // # Address and key
 //

@@ -4,7 +4,7 @@
 // (POST {base}/chat/completions), and any OpenAI-compatible server (vLLM,
 // llama.cpp server, Groq, OpenRouter, DeepSeek…) through Compatible.
 //
-//	model, err := llm.LLM(llm.LLMOptions{
+//	model, err := llm.LLM(&llm.LLMOptions{
 //		Model:  openai.Model("gpt-5-mini", nil), // Responses API
 //		Params: map[string]any{"max_output_tokens": 1024},
 //	})

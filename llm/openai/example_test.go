@@ -25,7 +25,7 @@ func ExampleModel() {
 	srv := fakeOpenAI()
 	defer srv.Close()
 
-	model, err := llm.LLM(llm.LLMOptions{
+	model, err := llm.LLM(&llm.LLMOptions{
 		Model:  openai.Model("gpt-5-mini", nil), // the Responses API
 		Config: llm.ProviderConfig{BaseURL: srv.URL, APIKey: llm.StaticKey("sk-test")},
 		Params: map[string]any{"max_output_tokens": 256},
@@ -57,7 +57,7 @@ func ExampleCompatible() {
 	}))
 	defer srv.Close()
 
-	model, _ := llm.LLM(llm.LLMOptions{Model: openai.Compatible("local", srv.URL+"/v1", "qwen3", nil)})
+	model, _ := llm.LLM(&llm.LLMOptions{Model: openai.Compatible("local", srv.URL+"/v1", "qwen3", nil)})
 	turn, err := model.Generate(context.Background(), nil, llm.Text("Hi"))
 	if err != nil {
 		fmt.Println(err)

@@ -141,7 +141,7 @@ func newInstance(t testing.TB, f *fakeServer, opts llm.LLMOptions) *llm.LLMInsta
 		cfg.RetryStrategy, cfg.RetryAfterMax = opts.Config.RetryStrategy, opts.Config.RetryAfterMax
 	}
 	opts.Config = cfg
-	inst, err := llm.LLM(opts)
+	inst, err := llm.LLM(&opts)
 	if err != nil {
 		t.Fatalf("llm.LLM: %v", err)
 	}

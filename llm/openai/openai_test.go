@@ -611,7 +611,7 @@ func TestMissingKey(t *testing.T) {
 	forEachAPI(t, func(t *testing.T, api API, dir string) {
 		t.Setenv("OPENAI_API_KEY", "")
 		f := newFake(t)
-		inst, err := llm.LLM(llm.LLMOptions{Model: testModel(api), Config: llm.ProviderConfig{BaseURL: f.srv.URL}})
+		inst, err := llm.LLM(&llm.LLMOptions{Model: testModel(api), Config: llm.ProviderConfig{BaseURL: f.srv.URL}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -627,7 +627,7 @@ func TestMissingKey(t *testing.T) {
 	t.Run("from environment", func(t *testing.T) {
 		t.Setenv("OPENAI_API_KEY", "env-key")
 		f := newFake(t, jsonReply(fixture(t, "responses/plain.json")))
-		inst, _ := llm.LLM(llm.LLMOptions{Model: Model("gpt-4.1", nil), Config: llm.ProviderConfig{BaseURL: f.srv.URL}})
+		inst, _ := llm.LLM(&llm.LLMOptions{Model: Model("gpt-4.1", nil), Config: llm.ProviderConfig{BaseURL: f.srv.URL}})
 		if _, err := inst.Generate(testCtx(t), nil, llm.Text("hi")); err != nil {
 			t.Fatal(err)
 		}
@@ -643,7 +643,7 @@ func TestCompatible(t *testing.T) {
 		t.Setenv("LOCAL_API_KEY", "")
 		f := newFake(t, jsonReply(fixture(t, "chat/plain.json")), errorReply(500, []byte(`{"error":{"message":"boom"}}`), nil))
 		ref := Compatible("local", f.srv.URL, "qwen3", nil)
-		inst, err := llm.LLM(llm.LLMOptions{Model: ref})
+		inst, err := llm.LLM(&llm.LLMOptions{Model: ref})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -669,7 +669,7 @@ func TestCompatible(t *testing.T) {
 	t.Run("key from NAME_API_KEY", func(t *testing.T) {
 		t.Setenv("GROQ_API_KEY", "groq-key")
 		f := newFake(t, jsonReply(fixture(t, "chat/plain.json")))
-		inst, _ := llm.LLM(llm.LLMOptions{Model: Compatible("groq", f.srv.URL+"/openai/v1", "llama-3.3-70b-versatile", nil)})
+		inst, _ := llm.LLM(&llm.LLMOptions{Model: Compatible("groq", f.srv.URL+"/openai/v1", "llama-3.3-70b-versatile", nil)})
 		if _, err := inst.Generate(testCtx(t), nil, llm.Text("hi")); err != nil {
 			t.Fatal(err)
 		}
@@ -681,7 +681,7 @@ func TestCompatible(t *testing.T) {
 	t.Run("responses API and base URL override", func(t *testing.T) {
 		f := newFake(t, jsonReply(fixture(t, "responses/plain.json")))
 		ref := Compatible("vllm", "http://unused.invalid/v1", "gpt-oss-20b", &Options{API: Responses})
-		inst, _ := llm.LLM(llm.LLMOptions{Model: ref, Config: llm.ProviderConfig{BaseURL: f.srv.URL}})
+		inst, _ := llm.LLM(&llm.LLMOptions{Model: ref, Config: llm.ProviderConfig{BaseURL: f.srv.URL}})
 		if _, err := inst.Generate(testCtx(t), nil, llm.Text("hi")); err != nil {
 			t.Fatal(err)
 		}

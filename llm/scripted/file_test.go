@@ -35,7 +35,7 @@ func TestLoadPlaysTheScript(t *testing.T) {
 		}
 		return "42", nil
 	}}
-	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{calc}})
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref(), Tools: []llm.Tool{calc}})
 	turn, err := inst.Generate(context.Background(), nil, llm.Text("6*7?"))
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestLoadPlaysTheScript(t *testing.T) {
 	if turn.Text() != "42" || turn.Usage.InputTokens < 10 || turn.Messages[1].(*llm.AssistantMessage).Reasoning() != "Six times seven." {
 		t.Errorf("turn %q usage %+v", turn.Text(), turn.Usage)
 	}
-	st, _ := llm.LLM(llm.LLMOptions{Model: m.Ref(), Structure: llm.Schema{"type": "object"}})
+	st, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref(), Structure: llm.Schema{"type": "object"}})
 	turn, _ = st.Generate(context.Background(), nil, llm.Text("Ada"))
 	if diff := cmp.Diff(map[string]any{"name": "Ada", "age": 36.0}, turn.Data); diff != "" {
 		t.Errorf("data (-want +got):\n%s", diff)

@@ -6,7 +6,7 @@
 // Both are llm providers: pass Model.Ref() as LLMOptions.Model.
 //
 //	m := scripted.New(scripted.Step{Text: "Hello!"})
-//	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref()})
+//	inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref()})
 //	turn, _ := inst.Generate(ctx, nil, llm.Text("Hi"))
 //
 // In tests, NewT fails the test on a call the script did not expect and,

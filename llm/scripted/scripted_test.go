@@ -99,7 +99,7 @@ func (r *recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
 func TestUnexpectedCallFailsTest(t *testing.T) {
 	rec := &recorder{}
 	m := scripted.NewT(rec, scripted.Step{Text: "only one"})
-	inst, err := llm.LLM(llm.LLMOptions{Model: m.Ref()})
+	inst, err := llm.LLM(&llm.LLMOptions{Model: m.Ref()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestAssertCompleteReportsUnusedSteps(t *testing.T) {
 
 func TestStreamChunks(t *testing.T) {
 	m := scripted.NewT(t, scripted.Step{Text: "a b c", Chunks: []string{"a ", "b ", "c"}})
-	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref()})
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref()})
 	var deltas []string
 	for ev, err := range inst.Stream(context.Background(), nil, llm.Text("x")).Events() {
 		if err != nil {
@@ -146,7 +146,7 @@ func TestStreamChunks(t *testing.T) {
 func TestStreamErrorAfterContent(t *testing.T) {
 	boom := llm.NewError(llm.ProviderError, "scripted", "mid-stream failure", nil)
 	m := scripted.NewT(t, scripted.Step{Text: "partial answer", Err: boom})
-	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref()})
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref()})
 	var text string
 	var gotErr error
 	for ev, err := range inst.Stream(context.Background(), nil, llm.Text("x")).Events() {
@@ -166,7 +166,7 @@ func TestFuncModel(t *testing.T) {
 		last := req.Messages[len(req.Messages)-1]
 		return scripted.Step{Text: strings.ToUpper(last.Text())}, nil
 	})
-	inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref()})
+	inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref()})
 	turn, err := inst.Generate(context.Background(), nil, llm.Text("shout"))
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestFuncModel(t *testing.T) {
 func TestDelayHonoursCancellation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := scripted.NewT(t, scripted.Step{Text: "late", Delay: time.Hour})
-		inst, _ := llm.LLM(llm.LLMOptions{Model: m.Ref()})
+		inst, _ := llm.LLM(&llm.LLMOptions{Model: m.Ref()})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
 		start := time.Now()

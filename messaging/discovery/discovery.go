@@ -83,7 +83,11 @@ type ServerOptions struct {
 
 // Handler serves the manifest, the hub and the did:web document. The
 // documents are signed once, when Handler is called.
-func Handler(opts ServerOptions) (http.Handler, error) {
+func Handler(options *ServerOptions) (http.Handler, error) {
+	var opts ServerOptions
+	if options != nil {
+		opts = *options
+	}
 	if opts.Key == nil {
 		return nil, errors.New("discovery: no identity key")
 	}
@@ -200,7 +204,11 @@ type Discovery struct {
 // https URL), then the manifest of the server's own agent (the hub's
 // first entry) against the hub's keys. Nothing unverified is returned:
 // a bad signature is an *envelope.Error with code 4.01.
-func Discover(ctx context.Context, baseURL string, opts ClientOptions) (*Discovery, error) {
+func Discover(ctx context.Context, baseURL string, options *ClientOptions) (*Discovery, error) {
+	var opts ClientOptions
+	if options != nil {
+		opts = *options
+	}
 	c := client(opts)
 	b, err := fetch(ctx, c, strings.TrimSuffix(baseURL, "/")+HubPath)
 	if err != nil {
@@ -221,7 +229,7 @@ func Discover(ctx context.Context, baseURL string, opts ClientOptions) (*Discove
 	}
 	trust := opts.Trust
 	if trust == nil {
-		trust = DIDWeb(opts)
+		trust = DIDWeb(&opts)
 	}
 	if err := envelope.VerifyDocument(ctx, b, hub.DID, trust); err != nil {
 		return nil, err
@@ -232,7 +240,7 @@ func Discover(ctx context.Context, baseURL string, opts ClientOptions) (*Discove
 	if hub.Keys, err = envelope.ParseKeySet(raw.Keys); err != nil {
 		return nil, envelope.NewError(envelope.CodeBadRequest, "the hub's keys are not a JWK set", err)
 	}
-	m, err := FetchManifest(ctx, hub.Manifests[0], hub.Keys, opts)
+	m, err := FetchManifest(ctx, hub.Manifests[0], hub.Keys, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +249,11 @@ func Discover(ctx context.Context, baseURL string, opts ClientOptions) (*Discove
 
 // FetchManifest fetches the signed manifest of a hub entry and verifies
 // it as signed by the entry's DID with keys (a hub's keys).
-func FetchManifest(ctx context.Context, entry HubEntry, keys envelope.KeyResolver, opts ClientOptions) (*envelope.Manifest, error) {
+func FetchManifest(ctx context.Context, entry HubEntry, keys envelope.KeyResolver, options *ClientOptions) (*envelope.Manifest, error) {
+	var opts ClientOptions
+	if options != nil {
+		opts = *options
+	}
 	b, err := fetch(ctx, client(opts), entry.URL)
 	if err != nil {
 		return nil, err
@@ -255,7 +267,11 @@ func FetchManifest(ctx context.Context, entry HubEntry, keys envelope.KeyResolve
 // against the document's verification method ids, as a full DID URL or
 // as a fragment. Each resolution fetches the document (no cache: keys
 // rotate, and discovery is not on the message path).
-func DIDWeb(opts ClientOptions) envelope.KeyResolver {
+func DIDWeb(options *ClientOptions) envelope.KeyResolver {
+	var opts ClientOptions
+	if options != nil {
+		opts = *options
+	}
 	r := &didWebResolver{c: client(opts)}
 	return envelope.KeyResolverFunc(r.resolve)
 }

@@ -32,7 +32,7 @@ func server(t *testing.T, wrap func(http.Handler) http.Handler) (srv *httptest.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := discovery.Handler(discovery.ServerOptions{DID: did, Key: key, Manifest: manifest(), BaseURL: "https://" + srv.Listener.Addr().String()})
+	h, err := discovery.Handler(&discovery.ServerOptions{DID: did, Key: key, Manifest: manifest(), BaseURL: "https://" + srv.Listener.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func wantCode(t *testing.T, err error, code envelope.Code) {
 
 func TestUAMP_8_Discover(t *testing.T) {
 	srv, did, key := server(t, nil)
-	d, err := discovery.Discover(ctx, srv.URL, discovery.ClientOptions{HTTPClient: srv.Client()})
+	d, err := discovery.Discover(ctx, srv.URL, &discovery.ClientOptions{HTTPClient: srv.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,12 +79,12 @@ func TestUAMP_8_Discover(t *testing.T) {
 
 	// With explicit trust anchors instead of did:web.
 	trust, _ := envelope.NewKeySet(key.Public())
-	if _, err := discovery.Discover(ctx, srv.URL, discovery.ClientOptions{HTTPClient: srv.Client(), Trust: trust}); err != nil {
+	if _, err := discovery.Discover(ctx, srv.URL, &discovery.ClientOptions{HTTPClient: srv.Client(), Trust: trust}); err != nil {
 		t.Errorf("Discover with the identity key as trust anchor: %v", err)
 	}
 	other, _ := envelope.GenerateKey(envelope.EdDSA, key.KID())
 	untrusted, _ := envelope.NewKeySet(other.Public())
-	_, err = discovery.Discover(ctx, srv.URL, discovery.ClientOptions{HTTPClient: srv.Client(), Trust: untrusted})
+	_, err = discovery.Discover(ctx, srv.URL, &discovery.ClientOptions{HTTPClient: srv.Client(), Trust: untrusted})
 	wantCode(t, err, envelope.CodeUnauthenticated)
 }
 
@@ -111,7 +111,7 @@ func TestUAMP_8_TamperedHub(t *testing.T) {
 					w.Write(edit(rec.Body.Bytes()))
 				})
 			})
-			_, err := discovery.Discover(ctx, srv.URL, discovery.ClientOptions{HTTPClient: srv.Client()})
+			_, err := discovery.Discover(ctx, srv.URL, &discovery.ClientOptions{HTTPClient: srv.Client()})
 			if err == nil {
 				t.Fatal("a tampered hub was trusted")
 			}
@@ -144,14 +144,14 @@ func TestUAMP_8_ForeignManifest(t *testing.T) {
 	if forged, err = envelope.SignManifest(&m, mallory); err != nil {
 		t.Fatal(err)
 	}
-	_, err = discovery.Discover(ctx, srv.URL, discovery.ClientOptions{HTTPClient: srv.Client()})
+	_, err = discovery.Discover(ctx, srv.URL, &discovery.ClientOptions{HTTPClient: srv.Client()})
 	wantCode(t, err, envelope.CodeUnauthenticated)
 }
 
 func TestUAMP_8_HTTPSOnly(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	defer srv.Close()
-	_, err := discovery.Discover(ctx, srv.URL, discovery.ClientOptions{})
+	_, err := discovery.Discover(ctx, srv.URL, &discovery.ClientOptions{})
 	wantCode(t, err, envelope.CodeUnauthenticated)
 	if !strings.Contains(err.Error(), "https") {
 		t.Errorf("err = %v, want it to say https", err)
@@ -161,11 +161,11 @@ func TestUAMP_8_HTTPSOnly(t *testing.T) {
 func TestHandlerRefusesBadDID(t *testing.T) {
 	key, _ := envelope.GenerateKey(envelope.EdDSA, "k")
 	for _, did := range []string{"", "did:key:z6Mk", "did:web:", "did:web:host:a%2Fb", "did:web:ho/st"} {
-		if _, err := discovery.Handler(discovery.ServerOptions{DID: did, Key: key, Manifest: manifest()}); err == nil {
+		if _, err := discovery.Handler(&discovery.ServerOptions{DID: did, Key: key, Manifest: manifest()}); err == nil {
 			t.Errorf("Handler accepted DID %q", did)
 		}
 	}
-	if _, err := discovery.Handler(discovery.ServerOptions{DID: "did:web:a.example", Manifest: manifest()}); err == nil {
+	if _, err := discovery.Handler(&discovery.ServerOptions{DID: "did:web:a.example", Manifest: manifest()}); err == nil {
 		t.Error("Handler accepted no key")
 	}
 }
@@ -175,7 +175,7 @@ func TestHandlerRefusesBadDID(t *testing.T) {
 // and reports an unknown key as ErrKeyNotFound.
 func TestUAMP_8_DIDWeb(t *testing.T) {
 	srv, did, key := server(t, nil)
-	r := discovery.DIDWeb(discovery.ClientOptions{HTTPClient: srv.Client()})
+	r := discovery.DIDWeb(&discovery.ClientOptions{HTTPClient: srv.Client()})
 	for _, kid := range []string{key.KID(), "#key-1", "key-1"} {
 		k, err := r.ResolveKey(ctx, did, kid)
 		if err != nil {

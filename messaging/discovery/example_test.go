@@ -17,7 +17,7 @@ func ExampleDiscover() {
 	srv := httptest.NewUnstartedServer(nil)
 	did := "did:web:" + strings.ReplaceAll(srv.Listener.Addr().String(), ":", "%3A")
 	key, _ := envelope.GenerateKey(envelope.EdDSA, did+"#key-1")
-	h, err := discovery.Handler(discovery.ServerOptions{DID: did, Key: key, BaseURL: "https://" + srv.Listener.Addr().String(),
+	h, err := discovery.Handler(&discovery.ServerOptions{DID: did, Key: key, BaseURL: "https://" + srv.Listener.Addr().String(),
 		Manifest: envelope.Manifest{Agent: "uamp/1.0", Description: "echo agent", Intents: []string{"ask"}, BodyTypes: []string{"text/plain"}, Auth: []string{"mtls"}}})
 	if err != nil {
 		fmt.Println(err)
@@ -27,7 +27,7 @@ func ExampleDiscover() {
 	srv.StartTLS()
 	defer srv.Close()
 
-	d, err := discovery.Discover(context.Background(), srv.URL, discovery.ClientOptions{HTTPClient: srv.Client()})
+	d, err := discovery.Discover(context.Background(), srv.URL, &discovery.ClientOptions{HTTPClient: srv.Client()})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -23,7 +23,7 @@ import (
 func ExampleNewHandler() {
 	ctx := context.Background()
 	model := scripted.New(scripted.Step{Text: "Here is your sheep."})
-	a, _ := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()}})
+	a, _ := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()}})
 
 	serverCert, _ := messaging.GenerateDevCert(nil)
 	clientKey, _ := envelope.GenerateKey(envelope.EdDSA, "did:web:client.example#key-1")
@@ -72,7 +72,7 @@ func ExampleNewHandler() {
 // agents run on scripted models here.
 func ExampleNewTool() {
 	ctx := context.Background()
-	remote, _ := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.New(scripted.Step{Text: "Sheep eat grass."}).Ref()}})
+	remote, _ := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.New(scripted.Step{Text: "Sheep eat grass."}).Ref()}})
 
 	serverCert, _ := messaging.GenerateDevCert(nil)
 	clientKey, _ := envelope.GenerateKey(envelope.EdDSA, "did:web:client.example#key-1")
@@ -88,7 +88,7 @@ func ExampleNewTool() {
 	client, _ := messaging.NewClient("https://"+ln.Addr().String(), &messaging.ClientOptions{
 		Key: clientKey, TLS: messaging.ClientTLSConfig(serverCert.Pool(), &clientCert)})
 
-	ask, err := uampagent.NewTool(client, "did:web:agent.example", uampagent.ToolOptions{
+	ask, err := uampagent.NewTool(client, "did:web:agent.example", &uampagent.ToolOptions{
 		Name: "ask_expert", Description: "Asks the sheep expert a question.",
 		Parameters: llm.MustSchema(`{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"]}`)})
 	if err != nil {
@@ -99,7 +99,7 @@ func ExampleNewTool() {
 		scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: "1", ToolName: "ask_expert", Arguments: map[string]any{"prompt": "What do sheep eat?"}}}},
 		scripted.Step{Text: "The expert says sheep eat grass."},
 	)
-	local, _ := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{ask}}})
+	local, _ := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref(), Tools: []llm.Tool{ask}}})
 	res, err := local.Generate(ctx, llm.Text("What do sheep eat?"), nil)
 	if err != nil {
 		fmt.Println(err)

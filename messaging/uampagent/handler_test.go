@@ -24,7 +24,7 @@ func lookupTool() llm.Tool {
 
 func newTestAgent(t *testing.T, m *scripted.Model, tools ...llm.Tool) *agent.Agent {
 	t.Helper()
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref(), Tools: tools}})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref(), Tools: tools}})
 	if err != nil {
 		t.Fatal(err)
 	}

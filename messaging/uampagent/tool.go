@@ -72,7 +72,11 @@ type Result struct {
 // When the parent run ends early (ctx cancelled), the remote request is
 // cancelled too (a cancel envelope, on a fresh connection over
 // WebSocket).
-func NewTool(c *messaging.Client, to string, opts ToolOptions) (llm.Tool, error) {
+func NewTool(c *messaging.Client, to string, options *ToolOptions) (llm.Tool, error) {
+	var opts ToolOptions
+	if options != nil {
+		opts = *options
+	}
 	switch {
 	case c == nil || to == "":
 		return llm.Tool{}, errors.New("uampagent: NewTool needs a client and the agent's DID")

@@ -105,11 +105,11 @@ func TestUAP_8_4_RemoteToolEvents(t *testing.T) {
 	env := newTestEnv(t, uampagent.NewHandler(researcher(t), nil))
 	for _, b := range bindings() {
 		t.Run(b.name, func(t *testing.T) {
-			remote, err := uampagent.NewTool(env.client(t, b.b), serverDID, uampagent.ToolOptions{Name: "research", Description: "Researches a question.", Parameters: researchSchema})
+			remote, err := uampagent.NewTool(env.client(t, b.b), serverDID, &uampagent.ToolOptions{Name: "research", Description: "Researches a question.", Parameters: researchSchema})
 			if err != nil {
 				t.Fatal(err)
 			}
-			local, err := agent.SubagentTool(researcher(t), agent.SubagentOptions{Name: "research", Description: "Researches a question.", Parameters: researchSchema})
+			local, err := agent.SubagentTool(researcher(t), &agent.SubagentOptions{Name: "research", Description: "Researches a question.", Parameters: researchSchema})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +173,7 @@ func TestUAP_8_RemoteToolCancel(t *testing.T) {
 	for _, b := range bindings() {
 		for _, when := range []agent.EventType{agent.EventSubagentStart, agent.EventSubagentEvent} {
 			t.Run(b.name+"/"+string(when), func(t *testing.T) {
-				remote, err := uampagent.NewTool(env.client(t, b.b), serverDID, uampagent.ToolOptions{Name: "research", Description: "d", Parameters: researchSchema})
+				remote, err := uampagent.NewTool(env.client(t, b.b), serverDID, &uampagent.ToolOptions{Name: "research", Description: "d", Parameters: researchSchema})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -205,15 +205,15 @@ func TestNewToolOptions(t *testing.T) {
 		"no name":   {Description: "d", Parameters: researchSchema},
 		"no schema": {Name: "n", Description: "d"},
 	} {
-		if _, err := uampagent.NewTool(c, serverDID, o); err == nil {
+		if _, err := uampagent.NewTool(c, serverDID, &o); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := uampagent.NewTool(nil, serverDID, uampagent.ToolOptions{Name: "n", Description: "d", Parameters: researchSchema}); err == nil {
+	if _, err := uampagent.NewTool(nil, serverDID, &uampagent.ToolOptions{Name: "n", Description: "d", Parameters: researchSchema}); err == nil {
 		t.Error("no client: accepted")
 	}
 	// Echo is an agent too: its chunks are the reply.
-	tool, err := uampagent.NewTool(c, serverDID, uampagent.ToolOptions{Name: "echo", Description: "d", Parameters: researchSchema})
+	tool, err := uampagent.NewTool(c, serverDID, &uampagent.ToolOptions{Name: "echo", Description: "d", Parameters: researchSchema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestUAMP_Agent_LongReply(t *testing.T) {
 	long := strings.Repeat("Grüße 🙂 ", 30_000) // ~360 KiB
 	m := scripted.New(scripted.Step{Text: long, Chunks: []string{long}})
 	env := newTestEnv(t, uampagent.NewHandler(newTestAgent(t, m), nil))
-	tool, err := uampagent.NewTool(env.client(t, messaging.SSE), serverDID, uampagent.ToolOptions{Name: "long", Description: "d", Parameters: researchSchema})
+	tool, err := uampagent.NewTool(env.client(t, messaging.SSE), serverDID, &uampagent.ToolOptions{Name: "long", Description: "d", Parameters: researchSchema})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func TestUAMP_Agent_UnverifiedChunksStayMarked(t *testing.T) {
 		}
 		m := scripted.New()
 		opts.LLMOptions = llm.LLMOptions{Model: m.Ref()}
-		a, err := agent.New(opts)
+		a, err := agent.New(&opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestUAMP_Agent_UnverifiedChunksStayMarked(t *testing.T) {
 
 				// A remote agent tool keeps the marking in the parent's stream.
 				m.Push(scripted.Step{Text: "found it", Chunks: []string{"found ", "it"}})
-				remote, err := uampagent.NewTool(env.client(t, b.b), serverDID, uampagent.ToolOptions{Name: "research", Description: "d", Parameters: researchSchema})
+				remote, err := uampagent.NewTool(env.client(t, b.b), serverDID, &uampagent.ToolOptions{Name: "research", Description: "d", Parameters: researchSchema})
 				if err != nil {
 					t.Fatal(err)
 				}

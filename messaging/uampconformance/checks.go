@@ -81,7 +81,7 @@ func (r *runner) checkDiscovery(ctx context.Context) {
 	defer hc.CloseIdleConnections()
 	wantHub := "GET " + discovery.HubPath + ": a hub document whose signature verifies (by did:web, or the trust anchors given) and lists the server's manifest"
 	wantManifest := "GET " + discovery.ManifestPath + ": a compact JWS, media type " + envelope.ManifestMediaType + ", verified with the hub's keys, of a uamp/1.x manifest"
-	d, err := discovery.Discover(ctx, r.base, discovery.ClientOptions{HTTPClient: hc, Trust: r.opts.Trust})
+	d, err := discovery.Discover(ctx, r.base, &discovery.ClientOptions{HTTPClient: hc, Trust: r.opts.Trust})
 	if err != nil {
 		r.fail("discovery/hub", clauseHub, wantHub, err.Error())
 		r.skip("discovery/manifest", clauseManifest, wantManifest, "the hub did not verify")

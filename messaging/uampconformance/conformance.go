@@ -112,8 +112,12 @@ const (
 
 // Run runs the suite against the server at opts.BaseURL. It never
 // returns nil; a server that cannot be reached yields failed checks.
-func Run(ctx context.Context, opts Options) *Report {
-	r := &runner{opts: opts, base: strings.TrimRight(opts.BaseURL, "/")}
+func Run(ctx context.Context, opts *Options) *Report {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	r := &runner{opts: o, base: strings.TrimRight(o.BaseURL, "/")}
 	r.report = &Report{BaseURL: r.base}
 	if err := r.setup(); err != nil {
 		r.fail("setup", "options", "an https:// server URL and a signing key", err.Error())

@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/messaging"
-	"github.com/agentry-dev/agentry/messaging/uampconformance"
 	"github.com/agentry-dev/agentry/messaging/discovery"
+	"github.com/agentry-dev/agentry/messaging/uampconformance"
 )
 
 // server is a UAMP server put together as agentry serve does it: the
@@ -40,7 +40,7 @@ func newServer(t *testing.T, keys *envelope.KeySet, wrap func(http.Handler) http
 	}
 	srv := messaging.NewServer(messaging.Echo, &messaging.Options{ID: did, Key: id, Keys: keys, Authenticate: messaging.ClientKeys(keys, nil),
 		MaxBodySize: 64 << 10}) // as the manifest says
-	disc, err := discovery.Handler(discovery.ServerOptions{DID: did, Key: id, BaseURL: "https://" + hs.Listener.Addr().String(),
+	disc, err := discovery.Handler(&discovery.ServerOptions{DID: did, Key: id, BaseURL: "https://" + hs.Listener.Addr().String(),
 		Manifest: envelope.Manifest{Agent: "uamp/1.0", Description: "echo", Intents: []string{"ask", "cancel"}, BodyTypes: []string{"text/plain"},
 			Auth: []string{"mtls"}, Limits: envelope.Limits{MaxBodyKB: 64}}})
 	if err != nil {
@@ -82,7 +82,7 @@ func keySet(t *testing.T, keys ...*envelope.PrivateKey) *envelope.KeySet {
 
 func run(t *testing.T, s *server, key *envelope.PrivateKey) *uampconformance.Report {
 	t.Helper()
-	rep := uampconformance.Run(context.Background(), uampconformance.Options{BaseURL: s.url, Key: key, RootCAs: s.cert.Pool()})
+	rep := uampconformance.Run(context.Background(), &uampconformance.Options{BaseURL: s.url, Key: key, RootCAs: s.cert.Pool()})
 	for _, r := range rep.Results {
 		t.Log(r)
 	}
@@ -203,7 +203,7 @@ func TestUAMP_ConformanceOptions(t *testing.T) {
 		"plain http": {BaseURL: "http://127.0.0.1:1", Key: key},
 		"no key":     {BaseURL: "https://127.0.0.1:1"},
 	} {
-		rep := uampconformance.Run(context.Background(), o)
+		rep := uampconformance.Run(context.Background(), &o)
 		if rep.Failed() != 1 || rep.Results[0].Name != "setup" {
 			t.Errorf("%s: %v", name, rep.Results)
 		}

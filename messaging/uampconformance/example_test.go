@@ -13,7 +13,7 @@ import (
 // does.
 func Example() {
 	key, _ := envelope.GenerateKey(envelope.EdDSA, "") // in practice: a key the server trusts
-	rep := uampconformance.Run(context.Background(), uampconformance.Options{
+	rep := uampconformance.Run(context.Background(), &uampconformance.Options{
 		BaseURL:            "https://127.0.0.1:8443",
 		Key:                key,
 		InsecureSkipVerify: true, // a development server on loopback

@@ -53,7 +53,7 @@ func ExampleNewToolset() {
 		return scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: tool, ToolName: tool, Arguments: map[string]any{}}}}
 	}
 	model := scripted.New(step("checkout"), step("pay"), scripted.Step{Text: "Paid."})
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()}, Toolsets: []agent.Toolset{ts}})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()}, Toolsets: []agent.Toolset{ts}})
 	if err != nil {
 		panic(err)
 	}

@@ -29,7 +29,7 @@ func toolCall(name string, args map[string]any) scripted.Step {
 // newAgent is an agent on m whose tools are the toolset's, per step.
 func newAgent(t *testing.T, m *scripted.Model, ts *uiapagent.Toolset, mw ...agent.Middleware) *agent.Agent {
 	t.Helper()
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{ts}, Middleware: mw})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{ts}, Middleware: mw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestGovernedAgentGatesTheTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := govern.New(ctx, govern.Options{})
+	g, err := govern.New(ctx, &govern.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestGovernedAgentGatesTheTools(t *testing.T) {
 		scripted.Step{Text: "Could not order it."},
 	)
 	j := g.Journal()
-	res, err := newAgent(t, m, ts, g.Middleware(govern.AgentOptions{})).Generate(ctx, llm.Text("Order espresso beans."), nil)
+	res, err := newAgent(t, m, ts, g.Middleware(&govern.AgentOptions{})).Generate(ctx, llm.Text("Order espresso beans."), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

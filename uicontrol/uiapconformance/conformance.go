@@ -75,7 +75,11 @@ type check struct {
 }
 
 // Run runs every check against the app at opts.URL.
-func Run(ctx context.Context, opts Options) (*Report, error) {
+func Run(ctx context.Context, options *Options) (*Report, error) {
+	var opts Options
+	if options != nil {
+		opts = *options
+	}
 	if !strings.HasPrefix(opts.URL, "ws://") && !strings.HasPrefix(opts.URL, "wss://") {
 		return nil, fmt.Errorf("conformance: %q is not a ws:// or wss:// URL", opts.URL)
 	}

@@ -19,7 +19,7 @@ func TestConformanceAgainstOurApp(t *testing.T) {
 	t.Cleanup(func() { app.Close() })
 	srv := httptest.NewServer(uicontrol.NewWSHandler(app.Serve, nil))
 	t.Cleanup(srv.Close)
-	rep, err := uiapconformance.Run(context.Background(), uiapconformance.Options{URL: "ws" + strings.TrimPrefix(srv.URL, "http")})
+	rep, err := uiapconformance.Run(context.Background(), &uiapconformance.Options{URL: "ws" + strings.TrimPrefix(srv.URL, "http")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestConformanceDetectsABrokenApp(t *testing.T) {
 	}
 	srv := httptest.NewServer(uicontrol.NewWSHandler(mute, nil))
 	t.Cleanup(srv.Close)
-	rep, err := uiapconformance.Run(context.Background(), uiapconformance.Options{URL: "ws" + strings.TrimPrefix(srv.URL, "http"), Timeout: 300e6})
+	rep, err := uiapconformance.Run(context.Background(), &uiapconformance.Options{URL: "ws" + strings.TrimPrefix(srv.URL, "http"), Timeout: 300e6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestConformanceDetectsABrokenApp(t *testing.T) {
 			}
 		}
 	}
-	if _, err := uiapconformance.Run(context.Background(), uiapconformance.Options{URL: "http://x"}); err == nil {
+	if _, err := uiapconformance.Run(context.Background(), &uiapconformance.Options{URL: "http://x"}); err == nil {
 		t.Error("Run accepted an http URL")
 	}
 }
@@ -90,7 +90,7 @@ func TestConformanceDetectsAnUnansweredResume(t *testing.T) {
 	t.Cleanup(srv.Close)
 	// The default timeout (10 s) is what each of the three failing checks
 	// waits for the answer that never comes.
-	rep, err := uiapconformance.Run(context.Background(), uiapconformance.Options{URL: "ws" + strings.TrimPrefix(srv.URL, "http")})
+	rep, err := uiapconformance.Run(context.Background(), &uiapconformance.Options{URL: "ws" + strings.TrimPrefix(srv.URL, "http")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func ExampleNewToolset() {
 		step("pay", map[string]any{"item": "tea"}),
 		scripted.Step{Text: "Bought tea."},
 	)
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()}, Toolsets: []agent.Toolset{ts}})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()}, Toolsets: []agent.Toolset{ts}})
 	if err != nil {
 		panic(err)
 	}

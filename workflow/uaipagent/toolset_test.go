@@ -40,7 +40,7 @@ func serve(t *testing.T, w *workflow.Workflow) *workflow.Client {
 // the test ends.
 func newGovernor(t testing.TB, opts govern.Options) *govern.Governor {
 	t.Helper()
-	g, err := govern.New(context.Background(), opts)
+	g, err := govern.New(context.Background(), &opts)
 	if err != nil {
 		t.Fatalf("govern.New: %v", err)
 	}
@@ -51,7 +51,7 @@ func newGovernor(t testing.TB, opts govern.Options) *govern.Governor {
 // newAgent is an agent on m whose tools are the toolset's, per step.
 func newAgent(t *testing.T, m *scripted.Model, ts *uaipagent.Toolset, mw ...agent.Middleware) *agent.Agent {
 	t.Helper()
-	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{ts}, Middleware: mw})
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: m.Ref()}, Toolsets: []agent.Toolset{ts}, Middleware: mw})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestGovernedAgentDrivesWorkflowAndRollsBackThroughCompensation(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = newAgent(t, m, ts, g.Middleware(govern.AgentOptions{TaskClass: "refund"})).Generate(ctx, llm.Text("Refund order o-7."), nil)
+	_, err = newAgent(t, m, ts, g.Middleware(&govern.AgentOptions{TaskClass: "refund"})).Generate(ctx, llm.Text("Refund order o-7."), nil)
 	var ge *govern.Error
 	if !errors.As(err, &ge) || ge.Envelope == nil || ge.Envelope.Outcome != govern.Uncertain || !errors.Is(err, govern.VerificationFailed) {
 		t.Fatalf("want fail_safe, got %v", err)
@@ -267,7 +267,7 @@ func TestGovernedAgentRefusesHighRiskTaskWithoutRollback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := newAgent(t, m, ts, g.Middleware(govern.AgentOptions{})).Generate(ctx, llm.Text("Close the account."), nil)
+	res, err := newAgent(t, m, ts, g.Middleware(&govern.AgentOptions{})).Generate(ctx, llm.Text("Close the account."), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func TestGovernedAgentResumesAtTheStageItPausedIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAgent(t, m, ts, g.Middleware(govern.AgentOptions{}))
+	a := newAgent(t, m, ts, g.Middleware(&govern.AgentOptions{}))
 	_, err = a.Generate(ctx, llm.Text("Order espresso beans."), nil)
 	var ge *govern.Error
 	if !errors.As(err, &ge) || !errors.Is(err, govern.ApprovalRequired) || ge.ApprovalID == "" {

@@ -100,7 +100,11 @@ const (
 
 // Run runs the suite against the server at opts.BaseURL. It never
 // returns nil; a server that cannot be reached yields failed checks.
-func Run(ctx context.Context, opts Options) *Report {
+func Run(ctx context.Context, options *Options) *Report {
+	var opts Options
+	if options != nil {
+		opts = *options
+	}
 	r := &runner{opts: opts, base: strings.TrimRight(opts.BaseURL, "/"), hc: opts.HTTPClient}
 	if r.hc == nil {
 		r.hc = &http.Client{Timeout: 10 * time.Second}

@@ -45,7 +45,7 @@ func logReport(t *testing.T, rep *uaipconformance.Report) {
 
 func TestUAIP_OurHandlerConforms(t *testing.T) {
 	srv := serve(t, uaipHandler(t, nil))
-	rep := uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: srv.URL, Workflow: "store", HTTPClient: srv.Client()})
+	rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, Workflow: "store", HTTPClient: srv.Client()})
 	logReport(t, rep)
 	if rep.Failed() != 0 {
 		t.Fatalf("%d checks failed against our handler", rep.Failed())
@@ -82,19 +82,19 @@ func TestUAIP_OurHandlerConforms(t *testing.T) {
 
 func TestUAIP_DiscoveryAndBearerToken(t *testing.T) {
 	srv := serve(t, uaipHandler(t, &workflow.HandlerOptions{BearerToken: "s3cret"}))
-	rep := uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: srv.URL + "/", BearerToken: "s3cret"})
+	rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL + "/", BearerToken: "s3cret"})
 	if rep.Workflow != "store" || rep.Failed() != 0 || rep.Passed() < 30 {
 		logReport(t, rep)
 		t.Fatalf("workflow %q: %d passed, %d failed", rep.Workflow, rep.Passed(), rep.Failed())
 	}
 	// Without the token nothing can be discovered.
-	rep = uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: srv.URL})
+	rep = uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL})
 	if rep.Failed() != 1 || rep.Results[0].Name != "setup/workflow" || !strings.Contains(rep.Results[0].Got, "401") {
 		logReport(t, rep)
 		t.Fatal("want only the setup failure naming the 401")
 	}
 	// With the workflow named but no token the spec's checks fail.
-	rep = uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
+	rep = uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
 	if r, _ := rep.Result("initialize/response"); r.Passed || !strings.Contains(r.Got, "HTTP 401") {
 		logReport(t, rep)
 		t.Fatalf("initialize/response without the token: %+v", r)
@@ -105,7 +105,7 @@ func TestUAIP_UnreachableServer(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	rep := uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: url, Workflow: "store"})
+	rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: url, Workflow: "store"})
 	if rep.Passed() != 0 || rep.Failed() == 0 {
 		logReport(t, rep)
 		t.Fatal("an unreachable server must fail")
@@ -148,7 +148,7 @@ func pythonLike(h http.Handler) http.Handler {
 
 func TestUAIP_CatchesPythonLikeServer(t *testing.T) {
 	srv := serve(t, pythonLike(uaipHandler(t, nil)))
-	rep := uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
+	rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
 	logReport(t, rep)
 	for _, name := range []string{
 		"initialize/response",
@@ -210,7 +210,7 @@ func (s *sharedStage) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 func TestUAIP_CatchesSharedStage(t *testing.T) {
 	srv := serve(t, &sharedStage{h: uaipHandler(t, nil), issued: map[string]bool{}})
-	rep := uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
+	rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
 	logReport(t, rep)
 	r, _ := rep.Result("sessions/independent")
 	if r.Passed || r.Skipped {
@@ -237,7 +237,7 @@ func TestUAIP_WithoutSchemaEndpoint(t *testing.T) {
 		}
 		h.ServeHTTP(w, req)
 	}))
-	rep := uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
+	rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
 	logReport(t, rep)
 	if r, _ := rep.Result("schema/get"); r.Passed {
 		t.Error("schema/get passed against a 404")
@@ -331,7 +331,7 @@ func TestUAIP_ReadOnlyModeCallsNoWritingTask(t *testing.T) {
 		}
 		rc := &recorder{}
 		srv := serve(t, rc.wrap(workflow.NewHandler(e, nil)))
-		rep := uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: srv.URL, Workflow: "tiered", HTTPClient: srv.Client(), ReadOnly: readOnly})
+		rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, Workflow: "tiered", HTTPClient: srv.Client(), ReadOnly: readOnly})
 		if rep.Failed() != 0 || rep.ReadOnly != readOnly {
 			logReport(t, rep)
 			t.Fatalf("read-only %v: %d failed", readOnly, rep.Failed())

@@ -20,7 +20,7 @@ func ExampleRun() {
 	srv := httptest.NewServer(workflow.NewHandler(engine, nil))
 	defer srv.Close()
 
-	rep := uaipconformance.Run(context.Background(), uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
+	rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
 	for _, r := range rep.Results {
 		if !r.Passed && !r.Skipped {
 			fmt.Println(r)
