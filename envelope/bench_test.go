@@ -39,7 +39,7 @@ func benchRequest(b *testing.B, k *envelope.PrivateKey, full bool) *envelope.Env
 
 // BenchmarkSignVerify measures sign+verify of a 1 KiB envelope next to
 // raw crypto/ed25519 sign+verify of the same canonical bytes, in one run
-// (issue 6 target: envelope_EdDSA ≤ 1.5× raw_ed25519). envelope_* signs
+// (target: envelope_EdDSA ≤ 1.5× raw_ed25519). envelope_* signs
 // and verifies a typical request (canonical form, JCS, SHA-256, JWS);
 // envelope_EdDSA_full does so for an envelope with every member of §4;
 // open_EdDSA verifies the wire bytes instead (strict decoding and schema

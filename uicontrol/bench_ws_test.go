@@ -123,7 +123,7 @@ var benchPayload = map[string]any{"sku": "A-1", "qty": 2, "note": strings.Repeat
 // BenchmarkWS_RoundTrip measures request/response round trips over one
 // ws@0.1 session on loopback (agent.Call → App handler → response) next
 // to a bare coder/websocket echo of the same request bytes, in one run
-// (issue 7 target: uiap ≥ 50 % of the echo's rate); transport is the
+// (the target: uiap ≥ 50 % of the echo's rate); transport is the
 // binding's Transport alone, echoing on the server. ratio interleaves
 // the two and reports their medians and uiap's share of the echo rate,
 // which holds up on a loaded machine.

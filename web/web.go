@@ -1,6 +1,6 @@
 // Package web serves the browser side of UIAP: web/uiap.js, a
 // dependency-free ES module with which a web page acts as a UIAP app over
-// WebSocket, and a demo store page that uses it (DESIGN §5, issue 7).
+// WebSocket, and a demo store page that uses it (DESIGN §5).
 //
 // A browser cannot accept connections, so the page dials: the server end
 // of the WebSocket is the agent. DemoAgentHandler is such an end — it

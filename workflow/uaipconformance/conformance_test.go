@@ -113,7 +113,7 @@ func TestUAIP_UnreachableServer(t *testing.T) {
 }
 
 // pythonLike mimics the deviations of the Python reference server
-// (issue 4): the spec's 422 cases answered with HTTP 200 and an "Error:"
+// (concierge-hq/uaip): the spec's 422 cases answered with HTTP 200 and an "Error:"
 // string, /initialize without stages, and a 500 in plain text for a body
 // that is JSON but not an object.
 func pythonLike(h http.Handler) http.Handler {
