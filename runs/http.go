@@ -198,16 +198,8 @@ func (s *Service) httpEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.close()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Accel-Buffering", "no") // proxies must not hold events back
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	flush := func() error {
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		return rc.Flush()
-	}
-	if flush() != nil {
+	stream := sse.Start(w, writeTimeout)
+	if stream.Flush() != nil {
 		return
 	}
 	beat := time.NewTicker(s.opts.Heartbeat)
@@ -219,17 +211,17 @@ func (s *Service) httpEvents(w http.ResponseWriter, r *http.Request) {
 			var e *Error
 			if errors.As(err, &e) && e.Code == Unavailable {
 				_ = sse.Write(w, sse.Event{Type: "error", Data: mustJSON(errorBody(err))})
-				_ = flush()
+				_ = stream.Flush()
 			}
 			return
 		case ev == nil:
-			if _, err := io.WriteString(w, ": heartbeat\n\n"); err != nil || flush() != nil {
+			if _, err := io.WriteString(w, ": heartbeat\n\n"); err != nil || stream.Flush() != nil {
 				return
 			}
 			continue
 		}
-		_ = rc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if err := sse.Write(w, sse.Event{ID: strconv.FormatUint(ev.Seq, 10), Type: string(ev.Type), Data: mustJSON(ev)}); err != nil || flush() != nil {
+		stream.Extend()
+		if err := sse.Write(w, sse.Event{ID: strconv.FormatUint(ev.Seq, 10), Type: string(ev.Type), Data: mustJSON(ev)}); err != nil || stream.Flush() != nil {
 			return
 		}
 	}

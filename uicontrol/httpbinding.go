@@ -315,16 +315,8 @@ func (h *HTTPHandler) events(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, herr.status, herr.err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Accel-Buffering", "no") // proxies must not hold events back
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	flush := func() error {
-		_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
-		return rc.Flush()
-	}
-	if flush() != nil {
+	stream := sse.Start(w, httpWriteTimeout)
+	if stream.Flush() != nil {
 		c.detach(stop)
 		return
 	}
@@ -333,7 +325,7 @@ func (h *HTTPHandler) events(w http.ResponseWriter, r *http.Request) {
 	for {
 		batch, end, changed := c.pending(from)
 		if len(batch) > 0 || end {
-			_ = rc.SetWriteDeadline(time.Now().Add(httpWriteTimeout))
+			stream.Extend()
 			var err error
 			for _, m := range batch {
 				if err = sse.Write(w, sse.Event{ID: strconv.FormatInt(m.n, 10), Data: m.b}); err != nil {
@@ -344,7 +336,7 @@ func (h *HTTPHandler) events(w http.ResponseWriter, r *http.Request) {
 				err = sse.Write(w, sse.Event{Type: "close", Data: []byte("{}")})
 			}
 			if err == nil {
-				err = flush()
+				err = stream.Flush()
 			}
 			if err != nil {
 				c.detach(stop)
@@ -364,7 +356,7 @@ func (h *HTTPHandler) events(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-changed:
 		case <-keep.C:
-			if _, err := io.WriteString(w, ":\n"); err != nil || flush() != nil {
+			if _, err := io.WriteString(w, ":\n"); err != nil || stream.Flush() != nil {
 				c.detach(stop)
 				return
 			}

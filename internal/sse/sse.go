@@ -13,9 +13,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Event is one dispatched event.
@@ -303,4 +305,32 @@ func Write(w io.Writer, ev Event) error {
 	b.WriteByte('\n')
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// Stream is an event stream response being written.
+type Stream struct {
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+// Start begins an event stream response: the text/event-stream headers
+// (not stored, not buffered by proxies) and a 200. Every write is bounded
+// by writeTimeout (Extend before writing, Flush after), so that a reader
+// that stopped reading cannot hold the writer.
+func Start(w http.ResponseWriter, writeTimeout time.Duration) *Stream {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // proxies must not hold events back
+	w.WriteHeader(http.StatusOK)
+	return &Stream{rc: http.NewResponseController(w), timeout: writeTimeout}
+}
+
+// Extend moves the write deadline to writeTimeout from now.
+func (s *Stream) Extend() { _ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout)) }
+
+// Flush sends what was written, within writeTimeout from now.
+func (s *Stream) Flush() error {
+	s.Extend()
+	return s.rc.Flush()
 }
