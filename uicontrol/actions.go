@@ -65,8 +65,8 @@ const (
 	ActionCancelled             ActionState = "CANCELLED"
 )
 
-// Terminal reports whether s ends an action's lifecycle.
-func (s ActionState) Terminal() bool {
+// terminal reports whether s ends an action's lifecycle.
+func (s ActionState) terminal() bool {
 	return s == ActionSucceeded || s == ActionFailed || s == ActionCancelled
 }
 
@@ -219,16 +219,16 @@ type ActionResult struct {
 	Deduplicated bool `json:"deduplicated,omitempty"`
 }
 
-// ActionCancel is the payload of action.cancel.
-type ActionCancel struct {
+// actionCancel is the payload of action.cancel.
+type actionCancel struct {
 	RequestID string `json:"requestId"`
 	Reason    string `json:"reason,omitempty"`
 }
 
-// ActionCancelAck is the payload of action.cancelled: the action was
+// actionCancelAck is the payload of action.cancelled: the action was
 // running, in State, and has been asked to stop; its action.result
 // follows.
-type ActionCancelAck struct {
+type actionCancelAck struct {
 	RequestID string      `json:"requestId"`
 	State     ActionState `json:"state"`
 }
@@ -247,9 +247,9 @@ type ActionConfirmation struct {
 	Policy *PolicyDecision `json:"-"`
 }
 
-// ActionConfirmed is the payload of action.confirmed, the answer to
+// actionConfirmed is the payload of action.confirmed, the answer to
 // action.confirm.
-type ActionConfirmed struct {
+type actionConfirmed struct {
 	RequestID string `json:"requestId,omitempty"`
 	Confirmed bool   `json:"confirmed"`
 	Reason    string `json:"reason,omitempty"`
@@ -362,7 +362,7 @@ func decodeActionResult(raw json.RawMessage) (*ActionResult, *Error) {
 	f := payloadFields(raw, "payload")
 	p := &ActionResult{RequestID: idString(f, "requestId", true), ActionID: f.str("actionId", true),
 		State: actionState(f, "state"), Result: anyRaw(f, "result")}
-	if f.err == nil && !p.State.Terminal() {
+	if f.err == nil && !p.State.terminal() {
 		f.fail("state", "must be SUCCEEDED, FAILED or CANCELLED")
 	}
 	if r, ok := f.get("error", false); ok {
@@ -380,18 +380,18 @@ func decodeActionResult(raw json.RawMessage) (*ActionResult, *Error) {
 	return p, nil
 }
 
-func decodeActionCancel(raw json.RawMessage) (*ActionCancel, *Error) {
+func decodeActionCancel(raw json.RawMessage) (*actionCancel, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &ActionCancel{RequestID: idString(f, "requestId", true), Reason: f.str("reason", false)}
+	p := &actionCancel{RequestID: idString(f, "requestId", true), Reason: f.str("reason", false)}
 	if f.err != nil {
 		return nil, f.err
 	}
 	return p, nil
 }
 
-func decodeActionCancelled(raw json.RawMessage) (*ActionCancelAck, *Error) {
+func decodeActionCancelled(raw json.RawMessage) (*actionCancelAck, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &ActionCancelAck{RequestID: idString(f, "requestId", true), State: actionState(f, "state")}
+	p := &actionCancelAck{RequestID: idString(f, "requestId", true), State: actionState(f, "state")}
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -408,9 +408,9 @@ func decodeActionConfirm(raw json.RawMessage) (*ActionConfirmation, *Error) {
 	return p, nil
 }
 
-func decodeActionConfirmed(raw json.RawMessage) (*ActionConfirmed, *Error) {
+func decodeActionConfirmed(raw json.RawMessage) (*actionConfirmed, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &ActionConfirmed{RequestID: idString(f, "requestId", false)}
+	p := &actionConfirmed{RequestID: idString(f, "requestId", false)}
 	if _, ok := f.get("confirmed", true); ok {
 		p.Confirmed = f.boolean("confirmed")
 	}

@@ -57,7 +57,7 @@ type AgentOptions struct {
 type Agent struct {
 	opts  AgentOptions
 	log   *slog.Logger
-	offer *SessionInitialize
+	offer *sessionInitialize
 	wg    sync.WaitGroup // receive loops, heartbeats, confirmations
 	done  chan struct{}
 	ctx   context.Context // ends when the session terminates
@@ -108,7 +108,7 @@ func Connect(ctx context.Context, t Transport, opts *AgentOptions) (*Agent, erro
 	if a.log == nil {
 		a.log = slog.Default()
 	}
-	a.offer = &SessionInitialize{SupportedVersions: supportedVersions, SupportedProfiles: a.opts.Profiles,
+	a.offer = &sessionInitialize{SupportedVersions: supportedVersions, SupportedProfiles: a.opts.Profiles,
 		SupportedExtensions: a.opts.Extensions, CapabilityDelivery: a.opts.CapabilityDelivery, Peer: a.opts.Peer}
 
 	// Before negotiation the initiator writes its highest version (DESIGN §5).
@@ -140,7 +140,7 @@ func Connect(ctx context.Context, t Transport, opts *AgentOptions) (*Agent, erro
 		err = remoteError(r)
 	case herr != nil:
 		err = herr
-		if bye, e := a.stamp().envelope(KindRequest, TypeTerminate, &SessionTerminate{Reason: "error"}); e == nil {
+		if bye, e := a.stamp().envelope(KindRequest, TypeTerminate, &sessionTerminate{Reason: "error"}); e == nil {
 			_ = l.send(ctx, bye)
 		}
 	}
@@ -243,7 +243,7 @@ func (a *Agent) handle(l *link, raw []byte) {
 			a.replyError(l, env, perr)
 			return
 		}
-		a.reply(l, env, TypePong, SessionPing{Nonce: p.Nonce})
+		a.reply(l, env, TypePong, sessionPing{Nonce: p.Nonce})
 	case TypeInterrupt:
 		p, perr := decodeInterrupt(env.Payload)
 		switch {
@@ -257,7 +257,7 @@ func (a *Agent) handle(l *link, raw []byte) {
 			a.mu.Lock()
 			a.state = StateInterrupted
 			a.mu.Unlock()
-			a.reply(l, env, TypeInterrupted, &SessionInterrupted{Status: "interrupted", Reason: p.Reason})
+			a.reply(l, env, TypeInterrupted, &sessionInterrupted{Status: "interrupted", Reason: p.Reason})
 		}
 	case TypeTerminate:
 		p, perr := decodeTerminate(env.Payload)
@@ -270,7 +270,7 @@ func (a *Agent) handle(l *link, raw []byte) {
 			a.mu.Lock()
 			a.state = StateTerminating
 			a.mu.Unlock()
-			a.reply(l, env, TypeTerminated, &SessionTerminated{Status: "terminated", Reason: p.Reason})
+			a.reply(l, env, TypeTerminated, &sessionTerminated{Status: "terminated", Reason: p.Reason})
 			a.finish(nil)
 		}
 	case TypeInitialize, TypeResume:
@@ -519,7 +519,7 @@ func (a *Agent) Capabilities() *CapabilitiesChanged {
 // the include sections if any are given. A full document (no include)
 // becomes the current one.
 func (a *Agent) GetCapabilities(ctx context.Context, include ...string) (*CapabilitiesList, error) {
-	r, err := a.Call(ctx, &Request{Type: TypeCapabilitiesGet, Payload: &CapabilitiesGet{Include: include}})
+	r, err := a.Call(ctx, &Request{Type: TypeCapabilitiesGet, Payload: &capabilitiesGet{Include: include}})
 	if err != nil {
 		return nil, err
 	}
@@ -586,7 +586,7 @@ func (a *Agent) Ping(ctx context.Context) error {
 		return NewError(CodeSessionNotActive, "no transport")
 	}
 	nonce := randomToken(8)
-	e, err := a.stamp().envelope(KindRequest, TypePing, SessionPing{Nonce: nonce})
+	e, err := a.stamp().envelope(KindRequest, TypePing, sessionPing{Nonce: nonce})
 	if err != nil {
 		return err
 	}
@@ -619,7 +619,7 @@ func (a *Agent) Interrupt(ctx context.Context, reason string) error {
 	}
 	a.state = StateInterrupted
 	a.mu.Unlock()
-	e, err := a.stamp().envelope(KindRequest, TypeInterrupt, &SessionInterrupt{Reason: reason, By: "user"})
+	e, err := a.stamp().envelope(KindRequest, TypeInterrupt, &sessionInterrupt{Reason: reason, By: "user"})
 	if err != nil {
 		return err
 	}
@@ -659,7 +659,7 @@ func (a *Agent) Resume(ctx context.Context, t Transport) error {
 		}
 		a.wg.Go(func() { a.receive(l) })
 	}
-	e, err := a.stamp().envelope(KindRequest, TypeResume, &SessionResume{SessionID: a.Session().ID, ResumeToken: token, LastSeq: lastSeq})
+	e, err := a.stamp().envelope(KindRequest, TypeResume, &sessionResume{SessionID: a.Session().ID, ResumeToken: token, LastSeq: lastSeq})
 	if err != nil {
 		return err
 	}
@@ -723,7 +723,7 @@ func (a *Agent) Terminate(ctx context.Context, reason string) error {
 	if l == nil || st == StateTerminating {
 		return nil
 	}
-	e, err := a.stamp().envelope(KindRequest, TypeTerminate, &SessionTerminate{Reason: reason})
+	e, err := a.stamp().envelope(KindRequest, TypeTerminate, &sessionTerminate{Reason: reason})
 	if err != nil {
 		return err
 	}

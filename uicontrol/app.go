@@ -432,7 +432,7 @@ func (c *appConn) handle(raw []byte) {
 			c.replyError(env, perr)
 			return
 		}
-		c.reply(env, TypePong, SessionPing{Nonce: p.Nonce})
+		c.reply(env, TypePong, sessionPing{Nonce: p.Nonce})
 	case TypeInterrupt:
 		c.interrupt(env, state)
 	case TypeTerminate:
@@ -528,7 +528,7 @@ func (c *appConn) initialize(env *Envelope) {
 	a.sessions[s.id] = s
 	a.mu.Unlock()
 	c.session = s
-	p := &SessionInitialized{SessionID: s.id, SelectedVersion: sel.version, SelectedProfiles: sel.profiles,
+	p := &sessionInitialized{SessionID: s.id, SelectedVersion: sel.version, SelectedProfiles: sel.profiles,
 		SelectedExtensions: sel.extensions, CapabilityDelivery: sel.delivery, HeartbeatMs: sel.heartbeat.Milliseconds(),
 		ResumeToken: s.newToken()}
 	if sel.delivery == DeliveryInline {
@@ -587,7 +587,7 @@ func (c *appConn) resume(env *Envelope) {
 	s.mu.Lock()
 	s.seen.add(env.ID)
 	s.mu.Unlock()
-	r := &SessionResumed{SessionID: s.id, SelectedVersion: s.sel.version, SelectedProfiles: s.sel.profiles,
+	r := &sessionResumed{SessionID: s.id, SelectedVersion: s.sel.version, SelectedProfiles: s.sel.profiles,
 		SelectedExtensions: s.sel.extensions, HeartbeatMs: s.sel.heartbeat.Milliseconds(), ResumeToken: s.newToken()}
 	e, err := s.stamp().reply(env, TypeResumed, r)
 	if err == nil {
@@ -621,7 +621,7 @@ func (c *appConn) interrupt(env *Envelope, state State) {
 	s.mu.Lock()
 	s.state = StateInterrupted
 	s.mu.Unlock()
-	c.reply(env, TypeInterrupted, &SessionInterrupted{Status: "interrupted", Reason: p.Reason})
+	c.reply(env, TypeInterrupted, &sessionInterrupted{Status: "interrupted", Reason: p.Reason})
 }
 
 func (c *appConn) terminate(env *Envelope) {
@@ -635,7 +635,7 @@ func (c *appConn) terminate(env *Envelope) {
 	s.state = StateTerminating
 	s.mu.Unlock()
 	s.forget() // gone for a resume before the peer reads session.terminated
-	c.reply(env, TypeTerminated, &SessionTerminated{Status: "terminated", Reason: p.Reason})
+	c.reply(env, TypeTerminated, &sessionTerminated{Status: "terminated", Reason: p.Reason})
 	s.finish(nil)
 }
 
@@ -742,7 +742,7 @@ func (s *AppSession) newToken() string {
 // attach checks a session.resume and, if it may proceed, attaches the
 // session to l and returns the events to replay and the link it replaced.
 // The caller holds the write slot.
-func (s *AppSession) attach(l *link, env *Envelope, p *SessionResume) (replay []*Envelope, old *link, lost bool, err *Error) {
+func (s *AppSession) attach(l *link, env *Envelope, p *sessionResume) (replay []*Envelope, old *link, lost bool, err *Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	unknown := newErrorf(CodeUnknownSession, "session %q is not known or not resumable", p.SessionID)
@@ -944,7 +944,7 @@ func (s *AppSession) Interrupt(ctx context.Context, reason, by string) error {
 	}
 	s.state = StateInterrupted
 	s.mu.Unlock()
-	e, err := s.stamp().envelope(KindRequest, TypeInterrupt, &SessionInterrupt{Reason: reason, By: by})
+	e, err := s.stamp().envelope(KindRequest, TypeInterrupt, &sessionInterrupt{Reason: reason, By: by})
 	if err != nil {
 		return err
 	}
@@ -972,7 +972,7 @@ func (s *AppSession) Terminate(ctx context.Context, reason string) error {
 		return nil
 	}
 	defer s.finish(nil)
-	e, err := s.stamp().envelope(KindRequest, TypeTerminate, &SessionTerminate{Reason: reason})
+	e, err := s.stamp().envelope(KindRequest, TypeTerminate, &sessionTerminate{Reason: reason})
 	if err != nil {
 		return err
 	}

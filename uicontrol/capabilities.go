@@ -20,8 +20,8 @@ const (
 	SectionSignals     = "signals"
 )
 
-// Sections lists the section names of §9.1 in order.
-var Sections = []string{SectionRoles, SectionStates, SectionAffordances, SectionActions, SectionRisk, SectionSignals}
+// sections lists the section names of §9.1 in order.
+var sections = []string{SectionRoles, SectionStates, SectionAffordances, SectionActions, SectionRisk, SectionSignals}
 
 // includeAll is the capabilities.get include value asking for every
 // section.
@@ -89,7 +89,7 @@ func (d *CapabilityDocument) MarshalJSON() ([]byte, error) {
 		b.WriteByte(':')
 		return json.Compact(&b, v)
 	}
-	for _, s := range Sections {
+	for _, s := range sections {
 		if err := write(s, *d.section(s)); err != nil {
 			return nil, err
 		}

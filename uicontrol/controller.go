@@ -182,7 +182,7 @@ func (a *Agent) CancelAction(ctx context.Context, requestID, reason string) erro
 }
 
 func (a *Agent) cancelOn(ctx context.Context, l *link, requestID, reason string) error {
-	e, err := a.stamp().envelope(KindRequest, TypeActionCancel, &ActionCancel{RequestID: requestID, Reason: reason})
+	e, err := a.stamp().envelope(KindRequest, TypeActionCancel, &actionCancel{RequestID: requestID, Reason: reason})
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func (a *Agent) confirmAction(l *link, env *Envelope) {
 		return
 	}
 	p.Policy = policyExt(env)
-	answer := &ActionConfirmed{RequestID: p.RequestID, Reason: "no one to confirm it"}
+	answer := &actionConfirmed{RequestID: p.RequestID, Reason: "no one to confirm it"}
 	if confirm := a.opts.Confirm; confirm != nil {
 		ok, err := func() (ok bool, err error) {
 			defer func() {

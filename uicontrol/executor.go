@@ -314,7 +314,7 @@ func (s *AppSession) runAction(ctx context.Context, l *link, req *ActionRequest,
 			return
 		}
 		p.RequestID, p.ActionID = req.RequestID, req.ActionID
-		if !p.State.valid() || p.State.Terminal() || p.State == ActionReceived {
+		if !p.State.valid() || p.State.terminal() || p.State == ActionReceived {
 			p.State = start
 			if start == ActionAwaitingConfirmation {
 				p.State = ActionExecuting
@@ -464,6 +464,6 @@ func (c *appConn) actionCancel(env *Envelope) {
 	}
 	// The answer goes out before the action can end, so that it precedes
 	// the action.result.
-	c.reply(env, TypeActionCancelled, &ActionCancelAck{RequestID: p.RequestID, State: run.state.Load().(ActionState)})
+	c.reply(env, TypeActionCancelled, &actionCancelAck{RequestID: p.RequestID, State: run.state.Load().(ActionState)})
 	run.cancel(errCancelRequested)
 }

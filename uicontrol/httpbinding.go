@@ -163,16 +163,16 @@ func writeHTTPError(w http.ResponseWriter, status int, e *Error) {
 	_ = json.NewEncoder(w).Encode(e)
 }
 
-// MediaType is the media type of a UIAP message: the HTTP binding accepts
+// mediaType is the media type of a UIAP message: the HTTP binding accepts
 // it as a POSTed body's Content-Type, as it accepts application/json.
-const MediaType = "application/uiap+json"
+const mediaType = "application/uiap+json"
 
 // jsonMediaType reports whether a Content-Type names a UIAP message:
 // application/json or application/uiap+json, in any case, with any
 // parameters (charset=utf-8).
 func jsonMediaType(contentType string) bool {
 	mt, _, err := mime.ParseMediaType(contentType) // lower-cases the type
-	return err == nil && (mt == "application/json" || mt == MediaType)
+	return err == nil && (mt == "application/json" || mt == mediaType)
 }
 
 // readBody reads a POSTed message: Content-Type application/json or
@@ -181,7 +181,7 @@ func jsonMediaType(contentType string) bool {
 func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *httpStatusError) {
 	if !jsonMediaType(r.Header.Get("Content-Type")) {
 		return nil, &httpStatusError{http.StatusUnsupportedMediaType,
-			NewError(CodeInvalidMessage, "Content-Type must be application/json or "+MediaType)}
+			NewError(CodeInvalidMessage, "Content-Type must be application/json or "+mediaType)}
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodySize))
 	if err != nil {

@@ -17,7 +17,7 @@ func FuzzJSONMediaType(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ct string) {
 		got := jsonMediaType(ct)
 		mt, _, err := mime.ParseMediaType(ct)
-		want := err == nil && (strings.EqualFold(mt, "application/json") || strings.EqualFold(mt, MediaType))
+		want := err == nil && (strings.EqualFold(mt, "application/json") || strings.EqualFold(mt, mediaType))
 		if got != want {
 			t.Errorf("jsonMediaType(%q) = %v, want %v", ct, got, want)
 		}

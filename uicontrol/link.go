@@ -308,7 +308,7 @@ func heartbeat(l *link, st func() stamp, interval time.Duration, limit int, dead
 		}
 		pinged = true
 		nonce := randomToken(8)
-		env, err := st().envelope(KindRequest, TypePing, SessionPing{Nonce: nonce})
+		env, err := st().envelope(KindRequest, TypePing, sessionPing{Nonce: nonce})
 		if err != nil {
 			continue
 		}

@@ -51,8 +51,8 @@ type SelectedExtension struct {
 	Version string `json:"version"`
 }
 
-// SessionInitialize is the payload of session.initialize (§8.1).
-type SessionInitialize struct {
+// sessionInitialize is the payload of session.initialize (§8.1).
+type sessionInitialize struct {
 	SupportedVersions   []string         `json:"supportedVersions"`
 	SupportedProfiles   []string         `json:"supportedProfiles,omitempty"`
 	SupportedExtensions []ExtensionOffer `json:"supportedExtensions,omitempty"`
@@ -61,9 +61,9 @@ type SessionInitialize struct {
 	Metadata            map[string]any   `json:"metadata,omitempty"`
 }
 
-// SessionInitialized is the payload of session.initialized (§8.1), plus
+// sessionInitialized is the payload of session.initialized (§8.1), plus
 // CapabilitiesRevision (ours): the revision of an inline document.
-type SessionInitialized struct {
+type sessionInitialized struct {
 	SessionID            string              `json:"sessionId"`
 	SelectedVersion      string              `json:"selectedVersion"`
 	SelectedProfiles     []string            `json:"selectedProfiles,omitempty"`
@@ -76,20 +76,20 @@ type SessionInitialized struct {
 	Metadata             map[string]any      `json:"metadata,omitempty"`
 }
 
-// SessionResume is the payload of session.resume (§8.2), plus LastSeq
+// sessionResume is the payload of session.resume (§8.2), plus LastSeq
 // (ours): the highest event seq the initiator processed; events after it
 // are replayed.
-type SessionResume struct {
+type sessionResume struct {
 	SessionID   string         `json:"sessionId"`
 	ResumeToken string         `json:"resumeToken"`
 	LastSeq     int64          `json:"lastSeq,omitempty"`
 	Metadata    map[string]any `json:"metadata,omitempty"`
 }
 
-// SessionResumed is the payload of session.resumed (§8.2), plus
+// sessionResumed is the payload of session.resumed (§8.2), plus
 // ResumeToken (ours): resume tokens are single-use, so each resume
 // issues the next one.
-type SessionResumed struct {
+type sessionResumed struct {
 	SessionID          string              `json:"sessionId"`
 	SelectedVersion    string              `json:"selectedVersion"`
 	SelectedProfiles   []string            `json:"selectedProfiles,omitempty"`
@@ -99,38 +99,38 @@ type SessionResumed struct {
 	Metadata           map[string]any      `json:"metadata,omitempty"`
 }
 
-// SessionInterrupt is the payload of session.interrupt (§8.3).
-type SessionInterrupt struct {
+// sessionInterrupt is the payload of session.interrupt (§8.3).
+type sessionInterrupt struct {
 	Reason   string         `json:"reason,omitempty"`
 	By       string         `json:"by,omitempty"`
 	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
-// SessionInterrupted is the payload of session.interrupted (§8.3).
-type SessionInterrupted struct {
+// sessionInterrupted is the payload of session.interrupted (§8.3).
+type sessionInterrupted struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
 }
 
-// SessionPing is the payload of session.ping and session.pong (§8.4).
-type SessionPing struct {
+// sessionPing is the payload of session.ping and session.pong (§8.4).
+type sessionPing struct {
 	Nonce string `json:"nonce,omitempty"`
 }
 
-// SessionTerminate is the payload of session.terminate (§8.5).
-type SessionTerminate struct {
+// sessionTerminate is the payload of session.terminate (§8.5).
+type sessionTerminate struct {
 	Reason   string         `json:"reason,omitempty"`
 	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
-// SessionTerminated is the payload of session.terminated (§8.5).
-type SessionTerminated struct {
+// sessionTerminated is the payload of session.terminated (§8.5).
+type sessionTerminated struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
 }
 
-// CapabilitiesGet is the payload of capabilities.get (§9.1).
-type CapabilitiesGet struct {
+// capabilitiesGet is the payload of capabilities.get (§9.1).
+type capabilitiesGet struct {
 	Include []string `json:"include,omitempty"`
 }
 
@@ -209,9 +209,9 @@ func delivery(f *fields, required bool) Delivery {
 
 func heartbeatMs(f *fields) int64 { return f.integer("heartbeatMs") }
 
-func decodeInitialize(raw json.RawMessage) (*SessionInitialize, *Error) {
+func decodeInitialize(raw json.RawMessage) (*sessionInitialize, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &SessionInitialize{SupportedVersions: versions(f, "supportedVersions", true)}
+	p := &sessionInitialize{SupportedVersions: versions(f, "supportedVersions", true)}
 	p.SupportedProfiles = f.strs("supportedProfiles", false)
 	p.SupportedExtensions = extensionOffers(f)
 	p.CapabilityDelivery = delivery(f, false)
@@ -230,9 +230,9 @@ func decodeInitialize(raw json.RawMessage) (*SessionInitialize, *Error) {
 	return p, nil
 }
 
-func decodeInitialized(raw json.RawMessage) (*SessionInitialized, *Error) {
+func decodeInitialized(raw json.RawMessage) (*sessionInitialized, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &SessionInitialized{SessionID: f.str("sessionId", true), SelectedVersion: f.str("selectedVersion", true)}
+	p := &sessionInitialized{SessionID: f.str("sessionId", true), SelectedVersion: f.str("selectedVersion", true)}
 	if f.err == nil && (!runeLen(p.SessionID, maxIDLength) || !validVersion(p.SelectedVersion)) {
 		f.fail("sessionId", "must be 1..128 characters, selectedVersion of the form major.minor")
 	}
@@ -256,9 +256,9 @@ func decodeInitialized(raw json.RawMessage) (*SessionInitialized, *Error) {
 	return p, nil
 }
 
-func decodeResume(raw json.RawMessage) (*SessionResume, *Error) {
+func decodeResume(raw json.RawMessage) (*sessionResume, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &SessionResume{SessionID: f.str("sessionId", true), ResumeToken: f.str("resumeToken", true),
+	p := &sessionResume{SessionID: f.str("sessionId", true), ResumeToken: f.str("resumeToken", true),
 		LastSeq: f.integer("lastSeq"), Metadata: f.object("metadata")}
 	if f.err != nil {
 		return nil, f.err
@@ -266,9 +266,9 @@ func decodeResume(raw json.RawMessage) (*SessionResume, *Error) {
 	return p, nil
 }
 
-func decodeResumed(raw json.RawMessage) (*SessionResumed, *Error) {
+func decodeResumed(raw json.RawMessage) (*sessionResumed, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &SessionResumed{SessionID: f.str("sessionId", true), SelectedVersion: f.str("selectedVersion", true)}
+	p := &sessionResumed{SessionID: f.str("sessionId", true), SelectedVersion: f.str("selectedVersion", true)}
 	p.SelectedProfiles = f.strs("selectedProfiles", false)
 	p.SelectedExtensions = selectedExtensions(f)
 	p.HeartbeatMs = heartbeatMs(f)
@@ -280,27 +280,27 @@ func decodeResumed(raw json.RawMessage) (*SessionResumed, *Error) {
 	return p, nil
 }
 
-func decodeInterrupt(raw json.RawMessage) (*SessionInterrupt, *Error) {
+func decodeInterrupt(raw json.RawMessage) (*sessionInterrupt, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &SessionInterrupt{Reason: f.str("reason", false), By: f.str("by", false), Metadata: f.object("metadata")}
+	p := &sessionInterrupt{Reason: f.str("reason", false), By: f.str("by", false), Metadata: f.object("metadata")}
 	if f.err != nil {
 		return nil, f.err
 	}
 	return p, nil
 }
 
-func decodePing(raw json.RawMessage) (*SessionPing, *Error) {
+func decodePing(raw json.RawMessage) (*sessionPing, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &SessionPing{Nonce: f.str("nonce", false)}
+	p := &sessionPing{Nonce: f.str("nonce", false)}
 	if f.err != nil {
 		return nil, f.err
 	}
 	return p, nil
 }
 
-func decodeTerminate(raw json.RawMessage) (*SessionTerminate, *Error) {
+func decodeTerminate(raw json.RawMessage) (*sessionTerminate, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &SessionTerminate{Reason: f.str("reason", false), Metadata: f.object("metadata")}
+	p := &sessionTerminate{Reason: f.str("reason", false), Metadata: f.object("metadata")}
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -321,9 +321,9 @@ func decodeStatus(raw json.RawMessage, want string) (status, reason string, err 
 	return status, reason, nil
 }
 
-func decodeCapabilitiesGet(raw json.RawMessage) (*CapabilitiesGet, *Error) {
+func decodeCapabilitiesGet(raw json.RawMessage) (*capabilitiesGet, *Error) {
 	f := payloadFields(raw, "payload")
-	p := &CapabilitiesGet{}
+	p := &capabilitiesGet{}
 	if raw, ok := f.get("include", false); ok {
 		// An explicit empty list asks for no section (unlike an absent one).
 		p.Include = f.strs("include", false)

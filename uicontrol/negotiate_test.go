@@ -20,7 +20,7 @@ func TestUIAP_8_1_NegotiateVersions(t *testing.T) {
 		{[]string{"1.0", "0.3"}, []string{"0.1", "0.3"}, "0.3"},
 		{[]string{"1.0"}, []string{"0.1"}, ""},
 	} {
-		sel, err := negotiate(&SessionInitialize{SupportedVersions: tc.offered}, nil, tc.supported, nil, nil)
+		sel, err := negotiate(&sessionInitialize{SupportedVersions: tc.offered}, nil, tc.supported, nil, nil)
 		switch {
 		case tc.want == "" && (err == nil || err.Code != CodeUnsupportedVersion):
 			t.Errorf("%v/%v: %v, want unsupported_version", tc.offered, tc.supported, err)
@@ -32,7 +32,7 @@ func TestUIAP_8_1_NegotiateVersions(t *testing.T) {
 
 func TestUIAP_8_1_NegotiateExtensions(t *testing.T) {
 	ours := []ExtensionOffer{{ID: "uiap.policy", Versions: []string{"0.1", "0.2"}}, {ID: "uiap.workflow", Versions: []string{"0.1"}}}
-	sel, err := negotiate(&SessionInitialize{SupportedVersions: []string{"0.1"}, SupportedExtensions: []ExtensionOffer{
+	sel, err := negotiate(&sessionInitialize{SupportedVersions: []string{"0.1"}, SupportedExtensions: []ExtensionOffer{
 		{ID: "uicp.policy", Versions: []string{"0.2", "0.1", "0.3"}, Required: true},
 		{ID: "uiap.workflow", Versions: []string{"0.2"}},
 		{ID: "x.other", Versions: []string{"0.1"}},

@@ -156,7 +156,7 @@ func highestCommon(offered, supported []string) (string, bool) {
 // offered extension the receiver supports the highest common version;
 // it fails when an extension either side requires is not selected, or
 // when the message's requires list is not fulfilled.
-func negotiate(offer *SessionInitialize, requires, versions, profiles []string, exts []ExtensionOffer) (*selection, *Error) {
+func negotiate(offer *sessionInitialize, requires, versions, profiles []string, exts []ExtensionOffer) (*selection, *Error) {
 	v, ok := highestCommon(offer.SupportedVersions, versions)
 	if !ok {
 		return nil, newErrorf(CodeUnsupportedVersion, "no common version; supported: %s", strings.Join(versions, ", ")).
@@ -205,7 +205,7 @@ func negotiate(offer *SessionInitialize, requires, versions, profiles []string, 
 // exactly one offered version, only offered profiles, offered extensions
 // at offered versions, every extension the initiator requires, and carry
 // capabilities exactly when delivery is inline.
-func checkInitialized(offer *SessionInitialize, p *SessionInitialized) (*selection, *Error) {
+func checkInitialized(offer *sessionInitialize, p *sessionInitialized) (*selection, *Error) {
 	if !slices.Contains(offer.SupportedVersions, p.SelectedVersion) {
 		return nil, newErrorf(CodeUnsupportedVersion, "selected version %q was not offered", p.SelectedVersion)
 	}
