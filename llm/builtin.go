@@ -118,7 +118,7 @@ func ParsedObject(options *ParsedObjectOptions) Middleware {
 			acc, _ := mc.State.LoadOrStore(key, &strings.Builder{})
 			b := acc.(*strings.Builder)
 			b.WriteString(fragment)
-			if v, ok := ParsePartialJSON(b.String()); ok {
+			if v, ok := parsePartialJSON(b.String()); ok {
 				ev.Delta.Parsed = v
 			}
 			return []StreamEvent{ev}

@@ -1,4 +1,10 @@
 package llm
 
-// Unexported names the external tests use.
+// Names the external tests use for unexported identifiers.
+
 const DefaultMaxIterations = defaultMaxIterations
+
+type Thread = thread
+
+var ParsePartialJSON = parsePartialJSON
+var RoundFrom = roundFrom

@@ -343,7 +343,7 @@ const (
 // results in call order; executions are appended in completion order.
 func (l *LLMInstance) executeTools(ctx context.Context, calls []ToolCall, executions *[]ToolExecution, emit func(StreamEvent), mw *middlewareRun) []ToolResult {
 	results := make([]ToolResult, len(calls))
-	round := &Round{calls: calls}
+	round := &round{calls: calls}
 	var mu sync.Mutex
 	record := func(x ToolExecution) {
 		mu.Lock()
@@ -429,7 +429,7 @@ func validSchedule(preds [][]int, n int) [][]int {
 	return seq
 }
 
-func (l *LLMInstance) executeTool(ctx context.Context, round *Round, index int, call ToolCall, record func(ToolExecution), emit func(StreamEvent), mw *middlewareRun) ToolResult {
+func (l *LLMInstance) executeTool(ctx context.Context, round *round, index int, call ToolCall, record func(ToolExecution), emit func(StreamEvent), mw *middlewareRun) ToolResult {
 	tool := l.tools[call.ToolName]
 	if tool == nil {
 		return ToolResult{ToolCallID: call.ToolCallID, Result: fmt.Sprintf("Tool '%s' not found", call.ToolName), IsError: true}

@@ -2,7 +2,7 @@ package llm
 
 import "encoding/json"
 
-// ParsePartialJSON parses the longest usable prefix of incomplete JSON
+// parsePartialJSON parses the longest usable prefix of incomplete JSON
 // text, such as the accumulated fragments of a streamed object: open
 // strings, arrays and objects are closed, and a trailing incomplete member
 // (a key without a value, a half-written number or literal) is dropped.
@@ -10,7 +10,7 @@ import "encoding/json"
 //
 //	ParsePartialJSON(`{"name": "Ad`)       // map[name:Ad]
 //	ParsePartialJSON(`{"a": 1, "b": [2, `) // map[a:1 b:[2]]
-func ParsePartialJSON(s string) (v any, ok bool) {
+func parsePartialJSON(s string) (v any, ok bool) {
 	if json.Unmarshal([]byte(s), &v) == nil {
 		return v, true
 	}

@@ -11,9 +11,9 @@ import (
 	"github.com/agentry-dev/agentry/internal/ids"
 )
 
-// Thread is a conversation history (UPP-1.3 §8). It is optional: a plain
+// thread is a conversation history (UPP-1.3 §8). It is optional: a plain
 // []Message works as history too. A Thread is safe for concurrent use.
-type Thread struct {
+type thread struct {
 	mu        sync.RWMutex
 	id        string
 	messages  []Message
@@ -22,37 +22,37 @@ type Thread struct {
 }
 
 // newThread returns an empty thread with a new ID.
-func newThread(messages ...Message) *Thread {
+func newThread(messages ...Message) *thread {
 	now := ids.Now()
-	return &Thread{id: ids.New(), messages: slices.Clone(messages), createdAt: now, updatedAt: now}
+	return &thread{id: ids.New(), messages: slices.Clone(messages), createdAt: now, updatedAt: now}
 }
 
 // ID returns the thread's ID.
-func (t *Thread) ID() string { return t.id }
+func (t *thread) ID() string { return t.id }
 
 // Messages returns a copy of the messages, for use as history.
-func (t *Thread) Messages() []Message {
+func (t *thread) Messages() []Message {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return slices.Clone(t.messages)
 }
 
 // Len returns the number of messages.
-func (t *Thread) Len() int {
+func (t *thread) Len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.messages)
 }
 
 // Append adds a turn's messages.
-func (t *Thread) Append(turn *Turn) {
+func (t *thread) Append(turn *Turn) {
 	if turn != nil {
 		t.Push(turn.Messages...)
 	}
 }
 
 // Push adds messages.
-func (t *Thread) Push(messages ...Message) {
+func (t *thread) Push(messages ...Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.messages = append(t.messages, messages...)
@@ -60,7 +60,7 @@ func (t *Thread) Push(messages ...Message) {
 }
 
 // Clear removes every message.
-func (t *Thread) Clear() {
+func (t *thread) Clear() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.messages = nil
@@ -68,10 +68,10 @@ func (t *Thread) Clear() {
 }
 
 // CreatedAt returns when the thread was created.
-func (t *Thread) CreatedAt() time.Time { return t.createdAt }
+func (t *thread) CreatedAt() time.Time { return t.createdAt }
 
 // UpdatedAt returns when the thread last changed.
-func (t *Thread) UpdatedAt() time.Time {
+func (t *thread) UpdatedAt() time.Time {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.updatedAt
@@ -86,14 +86,14 @@ type threadJSON struct {
 
 // MarshalJSON emits ThreadJSON {id, messages, createdAt, updatedAt}, with
 // message bytes base64-encoded.
-func (t *Thread) MarshalJSON() ([]byte, error) {
+func (t *thread) MarshalJSON() ([]byte, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return json.Marshal(threadJSON{t.id, Messages(t.messages), formatTime(t.createdAt), formatTime(t.updatedAt)})
 }
 
 // UnmarshalJSON reads ThreadJSON.
-func (t *Thread) UnmarshalJSON(data []byte) error {
+func (t *thread) UnmarshalJSON(data []byte) error {
 	var j threadJSON
 	if err := json.Unmarshal(data, &j); err != nil {
 		return fmt.Errorf("thread: %w", err)

@@ -164,20 +164,20 @@ type callKey struct{}
 
 type callInfo struct {
 	call  ToolCall
-	round *Round
+	round *round
 	index int
 }
 
-// Round is one tool round: the calls a single model response requested,
+// round is one tool round: the calls a single model response requested,
 // which the loop runs concurrently. Tools can coordinate through it (the
 // agent package orders calls with it).
-type Round struct {
+type round struct {
 	calls []ToolCall
 }
 
 // Calls returns the round's calls in the order the model made them. The
 // slice must not be modified.
-func (r *Round) Calls() []ToolCall { return r.calls }
+func (r *round) Calls() []ToolCall { return r.calls }
 
 // ToolCallFrom returns the call a tool's Run is executing, as the model sent
 // it (the ID is the provider's). ok is false outside a tool call.
@@ -189,9 +189,9 @@ func ToolCallFrom(ctx context.Context) (call ToolCall, ok bool) {
 	return c.call, true
 }
 
-// RoundFrom returns the round a tool's Run belongs to and the call's index
+// roundFrom returns the round a tool's Run belongs to and the call's index
 // in it. ok is false outside a tool call.
-func RoundFrom(ctx context.Context) (round *Round, index int, ok bool) {
+func roundFrom(ctx context.Context) (round *round, index int, ok bool) {
 	c, ok := ctx.Value(callKey{}).(*callInfo)
 	if !ok {
 		return nil, 0, false
