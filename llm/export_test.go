@@ -8,3 +8,5 @@ type Thread = thread
 
 var ParsePartialJSON = parsePartialJSON
 var RoundFrom = roundFrom
+
+type TokenBucket = tokenBucket

@@ -40,19 +40,18 @@ type KeyFunc func(ctx context.Context) (string, error)
 // Key calls f.
 func (f KeyFunc) Key(ctx context.Context) (string, error) { return f(ctx) }
 
-// RoundRobinKeys cycles through its keys in order.
-type RoundRobinKeys struct {
+type roundRobinKeys struct {
 	keys []string
 	next atomic.Uint64
 }
 
-// NewRoundRobinKeys returns a strategy cycling through keys.
-func NewRoundRobinKeys(keys ...string) *RoundRobinKeys {
-	return &RoundRobinKeys{keys: append([]string(nil), keys...)}
+// NewRoundRobinKeys returns a strategy cycling through keys in order.
+func NewRoundRobinKeys(keys ...string) KeyStrategy {
+	return &roundRobinKeys{keys: append([]string(nil), keys...)}
 }
 
 // Key returns the next key.
-func (r *RoundRobinKeys) Key(context.Context) (string, error) {
+func (r *roundRobinKeys) Key(context.Context) (string, error) {
 	if len(r.keys) == 0 {
 		return "", errors.New("no keys configured")
 	}
@@ -61,25 +60,31 @@ func (r *RoundRobinKeys) Key(context.Context) (string, error) {
 }
 
 // String redacts the keys.
-func (r *RoundRobinKeys) String() string { return redacted }
+func (r *roundRobinKeys) String() string { return redacted }
 
 // GoString redacts the keys.
-func (r *RoundRobinKeys) GoString() string { return redacted }
+func (r *roundRobinKeys) GoString() string { return redacted }
 
 // LogValue redacts the keys.
-func (r *RoundRobinKeys) LogValue() slog.Value { return slog.StringValue(redacted) }
+func (r *roundRobinKeys) LogValue() slog.Value { return slog.StringValue(redacted) }
 
-// WeightedKey is one entry of WeightedKeys.
+// WeightedKey is one entry of NewWeightedKeys.
 type WeightedKey struct {
 	Key    string
 	Weight float64
 }
 
-// WeightedKeys picks a key at random in proportion to its weight.
-type WeightedKeys []WeightedKey
+// NewWeightedKeys returns a strategy picking a key at random in proportion
+// to its weight; entries without a positive weight are never picked.
+func NewWeightedKeys(keys ...WeightedKey) KeyStrategy {
+	return weightedKeys(append([]WeightedKey(nil), keys...))
+}
+
+// weightedKeys is the strategy NewWeightedKeys returns.
+type weightedKeys []WeightedKey
 
 // Key returns a random key.
-func (w WeightedKeys) Key(context.Context) (string, error) {
+func (w weightedKeys) Key(context.Context) (string, error) {
 	var total float64
 	for _, e := range w {
 		if e.Weight > 0 {
@@ -108,13 +113,13 @@ func (w WeightedKeys) Key(context.Context) (string, error) {
 }
 
 // String redacts the keys.
-func (WeightedKeys) String() string { return redacted }
+func (weightedKeys) String() string { return redacted }
 
 // GoString redacts the keys.
-func (WeightedKeys) GoString() string { return redacted }
+func (weightedKeys) GoString() string { return redacted }
 
 // LogValue redacts the keys.
-func (WeightedKeys) LogValue() slog.Value { return slog.StringValue(redacted) }
+func (weightedKeys) LogValue() slog.Value { return slog.StringValue(redacted) }
 
 // EnvKeyName returns the environment variable a provider's key is read from
 // when no KeyStrategy is configured: <PROVIDER>_API_KEY, upper-cased, with

@@ -18,7 +18,7 @@ func TestUPP_4_2_KeysAreNeverPrinted(t *testing.T) {
 	for name, ks := range map[string]llm.KeyStrategy{
 		"static":      llm.StaticKey(secret),
 		"round robin": llm.NewRoundRobinKeys(secret, "other"),
-		"weighted":    llm.WeightedKeys{{Key: secret, Weight: 1}},
+		"weighted":    llm.NewWeightedKeys(llm.WeightedKey{Key: secret, Weight: 1}),
 	} {
 		var logs bytes.Buffer
 		slog.New(slog.NewJSONHandler(&logs, nil)).Info("config", "key", ks)
@@ -42,7 +42,7 @@ func TestUPP_4_2_KeyStrategies(t *testing.T) {
 	if strings.Join(got, "") != "abcab" {
 		t.Errorf("round robin = %v", got)
 	}
-	w := llm.WeightedKeys{{Key: "never", Weight: 0}, {Key: "mostly", Weight: 9}, {Key: "rarely", Weight: 1}}
+	w := llm.NewWeightedKeys(llm.WeightedKey{Key: "never", Weight: 0}, llm.WeightedKey{Key: "mostly", Weight: 9}, llm.WeightedKey{Key: "rarely", Weight: 1})
 	counts := map[string]int{}
 	for range 2000 {
 		k, err := w.Key(ctx)
@@ -54,7 +54,7 @@ func TestUPP_4_2_KeyStrategies(t *testing.T) {
 	if counts["never"] != 0 || counts["mostly"] < 1600 || counts["rarely"] < 100 {
 		t.Errorf("weighted distribution %v", counts)
 	}
-	if _, err := (llm.WeightedKeys{}).Key(ctx); err == nil {
+	if _, err := llm.NewWeightedKeys().Key(ctx); err == nil {
 		t.Error("empty weighted keys gave a key")
 	}
 	dyn := llm.KeyFunc(func(context.Context) (string, error) { return "dynamic", nil })

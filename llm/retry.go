@@ -100,12 +100,12 @@ func (b RetryAfter) OnRetry(err *Error, attempt int) (time.Duration, bool) {
 	return b.Fallback, b.Fallback > 0
 }
 
-// TokenBucket paces requests: each attempt takes a token, tokens refill at
+// tokenBucket paces requests: each attempt takes a token, tokens refill at
 // Rate per second up to Capacity, and an attempt with no token waits for
 // one. Failures are retried up to MaxRetries times after the provider's
-// Retry-After, else after one token interval. Create it with NewTokenBucket;
-// it is safe for concurrent use.
-type TokenBucket struct {
+// Retry-After, else after one token interval. It is safe for concurrent
+// use.
+type tokenBucket struct {
 	capacity   float64
 	rate       float64
 	maxRetries int
@@ -115,21 +115,24 @@ type TokenBucket struct {
 	now        func() time.Time
 }
 
-// NewTokenBucket returns a full bucket of capacity tokens refilled at rate
-// tokens per second, retrying failures up to maxRetries times.
-func NewTokenBucket(capacity int, rate float64, maxRetries int) *TokenBucket {
+// NewTokenBucket returns a strategy that paces requests: a full bucket of
+// capacity tokens refilled at rate tokens per second, where each attempt
+// takes a token and waits for one when the bucket is empty. Failures are
+// retried up to maxRetries times after the provider's Retry-After, else
+// after one token interval. It is safe for concurrent use.
+func NewTokenBucket(capacity int, rate float64, maxRetries int) RetryStrategy {
 	if capacity < 1 {
 		capacity = 1
 	}
 	if rate <= 0 {
 		rate = 1
 	}
-	return &TokenBucket{capacity: float64(capacity), rate: rate, maxRetries: maxRetries,
+	return &tokenBucket{capacity: float64(capacity), rate: rate, maxRetries: maxRetries,
 		tokens: float64(capacity), now: time.Now}
 }
 
 // BeforeRequest takes a token, returning how long to wait for it.
-func (t *TokenBucket) BeforeRequest() time.Duration {
+func (t *tokenBucket) BeforeRequest() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -145,7 +148,7 @@ func (t *TokenBucket) BeforeRequest() time.Duration {
 }
 
 // OnRetry implements RetryStrategy.
-func (t *TokenBucket) OnRetry(err *Error, attempt int) (time.Duration, bool) {
+func (t *tokenBucket) OnRetry(err *Error, attempt int) (time.Duration, bool) {
 	if attempt > t.maxRetries {
 		return 0, false
 	}
@@ -153,7 +156,7 @@ func (t *TokenBucket) OnRetry(err *Error, attempt int) (time.Duration, bool) {
 }
 
 // Reset refills the bucket.
-func (t *TokenBucket) Reset() {
+func (t *tokenBucket) Reset() {
 	t.mu.Lock()
 	t.tokens, t.last = t.capacity, time.Time{}
 	t.mu.Unlock()

@@ -144,7 +144,7 @@ func TestUPP_4_3_TokenBucketPaces(t *testing.T) {
 	// In a bubble no time passes between the calls unless a test sleeps,
 	// so the bucket's refill is exact.
 	synctest.Test(t, func(t *testing.T) {
-		tb := llm.NewTokenBucket(2, 1000, 1) // 2 tokens, 1 per ms
+		tb := llm.NewTokenBucket(2, 1000, 1).(*llm.TokenBucket) // 2 tokens, 1 per ms
 		if tb.BeforeRequest() != 0 || tb.BeforeRequest() != 0 {
 			t.Error("a full bucket made a request wait")
 		}
