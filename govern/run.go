@@ -91,9 +91,6 @@ func (r *Run) ParentTraceID() string { return r.parentTraceID }
 // Identity returns who runs.
 func (r *Run) Identity() Identity { return r.identity }
 
-// taskClass returns the run's task class name.
-func (r *Run) taskClass() string { return r.className }
-
 // Resumer returns what the run said can resume it.
 func (r *Run) Resumer() string { return r.resumer }
 

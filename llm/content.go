@@ -187,9 +187,9 @@ func ImageFromBase64(b64, mimeType string) ImageBlock {
 	return ImageBlock{Source: Source{Type: SourceBase64, Data: b64}, MimeType: mimeType}
 }
 
-// imageFromPath reads an image file; the MIME type comes from the file's
+// ImageFromPath reads an image file; the MIME type comes from the file's
 // extension, else from its first bytes.
-func imageFromPath(path string) (ImageBlock, error) {
+func ImageFromPath(path string) (ImageBlock, error) {
 	data, mt, err := readMedia(path)
 	if err != nil {
 		return ImageBlock{}, err
@@ -216,9 +216,9 @@ func DocumentFromBase64(b64, mimeType, title string) DocumentBlock {
 	return DocumentBlock{Source: Source{Type: SourceBase64, Data: b64}, MimeType: mimeType, Title: title}
 }
 
-// documentFromPath reads a document file: text files become text sources,
+// DocumentFromPath reads a document file: text files become text sources,
 // anything else (PDF) base64.
-func documentFromPath(path, title string) (DocumentBlock, error) {
+func DocumentFromPath(path, title string) (DocumentBlock, error) {
 	data, mt, err := readMedia(path)
 	if err != nil {
 		return DocumentBlock{}, err
@@ -241,8 +241,8 @@ func VideoFromBytes(data []byte, mimeType string) VideoBlock {
 	return VideoBlock{Data: data, MimeType: mimeType}
 }
 
-// audioFromPath reads an audio file.
-func audioFromPath(path string) (AudioBlock, error) {
+// AudioFromPath reads an audio file.
+func AudioFromPath(path string) (AudioBlock, error) {
 	data, mt, err := readMedia(path)
 	if err != nil {
 		return AudioBlock{}, err
@@ -250,8 +250,8 @@ func audioFromPath(path string) (AudioBlock, error) {
 	return AudioFromBytes(data, mt), nil
 }
 
-// videoFromPath reads a video file.
-func videoFromPath(path string) (VideoBlock, error) {
+// VideoFromPath reads a video file.
+func VideoFromPath(path string) (VideoBlock, error) {
 	data, mt, err := readMedia(path)
 	if err != nil {
 		return VideoBlock{}, err

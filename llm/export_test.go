@@ -4,8 +4,6 @@ package llm
 
 const DefaultMaxIterations = defaultMaxIterations
 
-type Thread = thread
-
 var ParsePartialJSON = parsePartialJSON
 var RoundFrom = roundFrom
 

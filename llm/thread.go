@@ -11,9 +11,9 @@ import (
 	"github.com/agentry-dev/agentry/internal/ids"
 )
 
-// thread is a conversation history (UPP-1.3 §8). It is optional: a plain
+// Thread is a conversation history (UPP-1.3 §8). It is optional: a plain
 // []Message works as history too. A Thread is safe for concurrent use.
-type thread struct {
+type Thread struct {
 	mu        sync.RWMutex
 	id        string
 	messages  []Message
@@ -21,38 +21,38 @@ type thread struct {
 	updatedAt time.Time
 }
 
-// newThread returns an empty thread with a new ID.
-func newThread(messages ...Message) *thread {
+// NewThread returns an empty thread with a new ID.
+func NewThread(messages ...Message) *Thread {
 	now := ids.Now()
-	return &thread{id: ids.New(), messages: slices.Clone(messages), createdAt: now, updatedAt: now}
+	return &Thread{id: ids.New(), messages: slices.Clone(messages), createdAt: now, updatedAt: now}
 }
 
 // ID returns the thread's ID.
-func (t *thread) ID() string { return t.id }
+func (t *Thread) ID() string { return t.id }
 
 // Messages returns a copy of the messages, for use as history.
-func (t *thread) Messages() []Message {
+func (t *Thread) Messages() []Message {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return slices.Clone(t.messages)
 }
 
 // Len returns the number of messages.
-func (t *thread) Len() int {
+func (t *Thread) Len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return len(t.messages)
 }
 
 // Append adds a turn's messages.
-func (t *thread) Append(turn *Turn) {
+func (t *Thread) Append(turn *Turn) {
 	if turn != nil {
 		t.Push(turn.Messages...)
 	}
 }
 
 // Push adds messages.
-func (t *thread) Push(messages ...Message) {
+func (t *Thread) Push(messages ...Message) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.messages = append(t.messages, messages...)
@@ -60,7 +60,7 @@ func (t *thread) Push(messages ...Message) {
 }
 
 // Clear removes every message.
-func (t *thread) Clear() {
+func (t *Thread) Clear() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.messages = nil
@@ -68,10 +68,10 @@ func (t *thread) Clear() {
 }
 
 // CreatedAt returns when the thread was created.
-func (t *thread) CreatedAt() time.Time { return t.createdAt }
+func (t *Thread) CreatedAt() time.Time { return t.createdAt }
 
 // UpdatedAt returns when the thread last changed.
-func (t *thread) UpdatedAt() time.Time {
+func (t *Thread) UpdatedAt() time.Time {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.updatedAt
@@ -86,14 +86,14 @@ type threadJSON struct {
 
 // MarshalJSON emits ThreadJSON {id, messages, createdAt, updatedAt}, with
 // message bytes base64-encoded.
-func (t *thread) MarshalJSON() ([]byte, error) {
+func (t *Thread) MarshalJSON() ([]byte, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return json.Marshal(threadJSON{t.id, Messages(t.messages), formatTime(t.createdAt), formatTime(t.updatedAt)})
 }
 
 // UnmarshalJSON reads ThreadJSON.
-func (t *thread) UnmarshalJSON(data []byte) error {
+func (t *Thread) UnmarshalJSON(data []byte) error {
 	var j threadJSON
 	if err := json.Unmarshal(data, &j); err != nil {
 		return fmt.Errorf("thread: %w", err)
