@@ -127,7 +127,7 @@ const defaultKeyringReload = time.Second
 type KeyringOptions struct {
 	// ReloadInterval is the least time between two looks at the file, so
 	// that a flood of tokens signed by unknown keys cannot make the
-	// keyring read the disk on every one; 0 is time.Second.
+	// keyring read the disk on every one; 0 is one second.
 	ReloadInterval time.Duration
 	// Hint follows the refusal of a token whose key the keyring does not
 	// hold: how to trust a key (agentry serve: "add it with `agentry keys

@@ -48,7 +48,7 @@ func (e *DecodeError) Error() string {
 // top-level member the schema does not name), and refuses, beyond the
 // schema:
 //
-//   - more than 1 << 20 bytes, invalid UTF-8, anything but one JSON
+//   - more than 1 MiB, invalid UTF-8, anything but one JSON
 //     value (surrounding whitespace aside), nesting deeper than
 //     encoding/json allows (10000);
 //   - an object anywhere with a member name twice;

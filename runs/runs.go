@@ -110,7 +110,7 @@ type Options struct {
 	Logger *slog.Logger
 	// PollInterval is how often Wait and the event streams look at the
 	// journal for what another process recorded (a decision, a run of
-	// another replica); 0 is 250 * time.Millisecond. What this process
+	// another replica); 0 is 250 ms. What this process
 	// records is seen at once.
 	PollInterval time.Duration
 	// EventBuffer is how many events a subscriber of Events may fall
@@ -119,7 +119,7 @@ type Options struct {
 	EventBuffer int
 	// Heartbeat is the interval of the comment lines the events endpoint
 	// sends while a run is quiet, so that proxies keep the stream open;
-	// 0 is 15 * time.Second.
+	// 0 is 15 s.
 	Heartbeat time.Duration
 }
 

@@ -76,7 +76,7 @@ type Config struct {
 	// any); none by default.
 	CORSOrigins []string
 	// SessionTTL expires workflow sessions unused this long; 0 is
-	// 24 * time.Hour, a negative value never.
+	// 24 hours, a negative value never.
 	SessionTTL time.Duration
 	// MaxBodyBytes bounds request bodies (413 beyond); 0 is
 	// workflow.DefaultMaxBody.

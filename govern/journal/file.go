@@ -99,7 +99,7 @@ type Options struct {
 	// was at Open.
 	ReadOnly bool
 	// FlushInterval is how often a background flush makes appends without
-	// sync durable; 0 means 100 * time.Millisecond, a negative value no
+	// sync durable; 0 means 100 ms, a negative value no
 	// background flush.
 	FlushInterval time.Duration
 	// FaultHook, when set, is called at each fault point of the write
