@@ -193,7 +193,7 @@ func (m *agentMiddleware) WrapTool(t llm.Tool) llm.Tool {
 			r = runOf(tc.Metadata)
 		}
 		if r == nil {
-			return nil, refuse("tool called outside a governed run", policyBlocked)
+			return nil, refuse("tool called outside a governed run", PolicyBlocked)
 		}
 		call := Call{Args: args}
 		if c, ok := llm.ToolCallFrom(ctx); ok {

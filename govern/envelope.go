@@ -10,20 +10,20 @@ import (
 // schemas leave open travels in metadata under "uaicp.*").
 const (
 	MetaReasons          = "uaicp.reasons"           // []Reason: why the run failed safe, or why a call was refused
-	metaTaskClass        = "uaicp.task_class"        // the run's task class
-	metaRepairs          = "uaicp.repairs"           // repairs made
-	metaActorKind        = "uaicp.actor_kind"        // system | agent | human
-	metaTool             = "uaicp.tool"              // the tool of a call envelope
-	metaCallID           = "uaicp.call_id"           // the call
-	metaRiskTier         = "uaicp.risk_tier"         // the call's effective tier
-	metaDeclaredTier     = "uaicp.declared_tier"     // the tier the tool declared ("unknown" when none)
+	MetaTaskClass        = "uaicp.task_class"        // the run's task class
+	MetaRepairs          = "uaicp.repairs"           // repairs made
+	MetaActorKind        = "uaicp.actor_kind"        // system | agent | human
+	MetaTool             = "uaicp.tool"              // the tool of a call envelope
+	MetaCallID           = "uaicp.call_id"           // the call
+	MetaRiskTier         = "uaicp.risk_tier"         // the call's effective tier
+	MetaDeclaredTier     = "uaicp.declared_tier"     // the tier the tool declared ("unknown" when none)
 	MetaPolicyDecision   = "uaicp.policy_decision"   // allow | deny | needs_review
-	metaPolicyRule       = "uaicp.policy_rule"       // the rule that decided
-	metaApprovalID       = "uaicp.approval_id"       // the approval request of a call awaiting approval
+	MetaPolicyRule       = "uaicp.policy_rule"       // the rule that decided
+	MetaApprovalID       = "uaicp.approval_id"       // the approval request of a call awaiting approval
 	MetaPendingApprovals = "uaicp.pending_approvals" // approval IDs a paused run waits for
-	metaUnverified       = "uaicp.unverified"        // true on streamed chunks before deliver
-	metaContent          = "uaicp.content"           // a streamed chunk's content
-	metaReportIDs        = "uaicp.report_ids"        // the reports a deliver rests on
+	MetaUnverified       = "uaicp.unverified"        // true on streamed chunks before deliver
+	MetaContent          = "uaicp.content"           // a streamed chunk's content
+	MetaReportIDs        = "uaicp.report_ids"        // the reports a deliver rests on
 )
 
 // Envelope returns the run's envelope now: state the current phase,
@@ -39,10 +39,10 @@ func (r *Run) envelopeLocked(final bool) Envelope {
 	e := Envelope{
 		UAICPVersion: Version, RequestID: r.requestID, TraceID: r.traceID, ParentTraceID: r.parentTraceID,
 		State: r.phase, Timestamp: Time{ids.Now()}, Identity: r.identity, Outcome: Pending,
-		Metadata: map[string]any{metaActorKind: string(ActorAgent), metaRepairs: r.repairs},
+		Metadata: map[string]any{MetaActorKind: string(ActorAgent), MetaRepairs: r.repairs},
 	}
 	if r.className != "" {
-		e.Metadata[metaTaskClass] = r.className
+		e.Metadata[MetaTaskClass] = r.className
 	}
 	switch r.phase {
 	case Deliver:
@@ -52,7 +52,7 @@ func (r *Run) envelopeLocked(final bool) Envelope {
 			for _, rep := range r.verdict.Reports {
 				ids = append(ids, rep.ReportID)
 			}
-			e.Metadata[metaReportIDs] = ids
+			e.Metadata[MetaReportIDs] = ids
 		}
 	case FailSafe:
 		e.Outcome = Uncertain
@@ -86,8 +86,8 @@ func (r *Run) Chunk(content any) (env Envelope, ok bool) {
 	}
 	env = r.envelopeLocked(false)
 	env.Streaming = &Streaming{ChunkID: ids.New(), StreamIndex: r.chunks}
-	env.Metadata[metaUnverified] = true
-	env.Metadata[metaContent] = content
+	env.Metadata[MetaUnverified] = true
+	env.Metadata[MetaContent] = content
 	r.chunks++
 	return env, true
 }

@@ -209,7 +209,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		switch {
 		case cs.status == KindCommit:
 			r.mu.Unlock()
-			return nil, r.block(ctx, spec, call, intent, "call ID already committed with another tool or arguments", policyBlocked)
+			return nil, r.block(ctx, spec, call, intent, "call ID already committed with another tool or arguments", PolicyBlocked)
 		case cs.status == KindIntent:
 			r.mu.Unlock()
 			return nil, fmt.Errorf("govern: call %s is already running", call.ID)
@@ -312,7 +312,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		if resRaw, err = json.Marshal(result); err != nil {
 			runErr, reason = fmt.Errorf("tool result is not JSON: %w", err), EvidenceInvalid
 		} else if ev, err = r.sealEvidence(Evidence{EvidenceType: ToolResult, Source: spec.Name, Actor: "tool:" + spec.Name, Payload: resRaw,
-			Extra: map[string]any{metaCallID: call.ID}}, spec.Name); err != nil {
+			Extra: map[string]any{MetaCallID: call.ID}}, spec.Name); err != nil {
 			runErr, reason = err, EvidenceInvalid
 			var ge *Error
 			if errors.As(err, &ge) {
@@ -374,35 +374,35 @@ func (r *Run) gate(ctx context.Context, spec ToolSpec, call Call, args map[strin
 	d, err := r.decide(ctx, spec.Name, tier, args)
 	intent.Policy = &d
 	if err != nil {
-		return "", r.block(ctx, spec, call, *intent, "policy failed: "+err.Error(), policyBlocked)
+		return "", r.block(ctx, spec, call, *intent, "policy failed: "+err.Error(), PolicyBlocked)
 	}
 	if d.Effect == Deny {
-		return "", r.block(ctx, spec, call, *intent, "denied by policy rule "+d.Rule, policyBlocked)
+		return "", r.block(ctx, spec, call, *intent, "denied by policy rule "+d.Rule, PolicyBlocked)
 	}
 	if spec.Rollback != nil {
 		a, err := guardValue(func() (*RollbackAction, error) { return spec.Rollback(ctx, call) })
 		switch {
 		case err != nil:
-			return "", r.block(ctx, spec, call, *intent, "computing the rollback action failed: "+err.Error(), rollbackRequired)
+			return "", r.block(ctx, spec, call, *intent, "computing the rollback action failed: "+err.Error(), RollbackRequired)
 		case a != nil && a.Type == "":
-			return "", r.block(ctx, spec, call, *intent, "rollback action has no type", rollbackRequired)
+			return "", r.block(ctx, spec, call, *intent, "rollback action has no type", RollbackRequired)
 		case a != nil && !carriablePayload(a.Payload):
-			return "", r.block(ctx, spec, call, *intent, "rollback payload must be a JSON object or string (message-envelope.schema.json)", rollbackRequired)
+			return "", r.block(ctx, spec, call, *intent, "rollback payload must be a JSON object or string (message-envelope.schema.json)", RollbackRequired)
 		case a != nil:
 			if _, ok := r.g.opts.Rollbacks[a.Type]; !ok {
-				return "", r.block(ctx, spec, call, *intent, fmt.Sprintf("no rollback handler for type %q", a.Type), rollbackRequired)
+				return "", r.block(ctx, spec, call, *intent, fmt.Sprintf("no rollback handler for type %q", a.Type), RollbackRequired)
 			}
 			h, err := a.Hash()
 			if err != nil {
-				return "", r.block(ctx, spec, call, *intent, "rollback action is not JSON: "+err.Error(), rollbackRequired)
+				return "", r.block(ctx, spec, call, *intent, "rollback action is not JSON: "+err.Error(), RollbackRequired)
 			}
 			intent.Rollback, intent.RollbackHash = a, h
 		}
 	}
 	if tier == WriteHighRisk && intent.Rollback == nil {
-		return "", r.block(ctx, spec, call, *intent, "write_high_risk call without rollback metadata", rollbackRequired)
+		return "", r.block(ctx, spec, call, *intent, "write_high_risk call without rollback metadata", RollbackRequired)
 	}
-	if tier != WriteHighRisk && d.Effect != review {
+	if tier != WriteHighRisk && d.Effect != Review {
 		return "", nil
 	}
 	return r.approve(ctx, spec, call, intent, gr)
@@ -423,8 +423,8 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 	want := Binding{RequestID: r.requestID, TraceID: r.traceID, Tool: spec.Name, Tier: intent.Tier.String(),
 		ArgsHash: intent.ArgsHash, RollbackHash: intent.RollbackHash, Attempt: intent.Attempt}
 	reasons := []Reason{ApprovalRequired}
-	if intent.Policy != nil && intent.Policy.Effect == review {
-		reasons = append(reasons, needsReview)
+	if intent.Policy != nil && intent.Policy.Effect == Review {
+		reasons = append(reasons, NeedsReview)
 	}
 	// The intent of an approved call carries the approval's use key: an
 	// approval is acted on once, also by two processes resuming one run.
@@ -536,7 +536,7 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 	r.approvals[req.ID] = req
 	r.mu.Unlock()
 	intent.ApprovalID = req.ID
-	intent.Policy = &Decision{Effect: review, Rule: policyRule(intent.Policy)}
+	intent.Policy = &Decision{Effect: Review, Rule: policyRule(intent.Policy)}
 	r.mu.Lock()
 	env := r.callEnvelopeLocked(spec.Name, call.ID, *intent, Pending, reasons)
 	r.mu.Unlock()
@@ -555,8 +555,8 @@ func (r *Run) block(ctx context.Context, spec ToolSpec, call Call, intent CallIn
 	if slices.Contains(reasons, ApprovalRequired) {
 		// The upstream adapter contract's high-risk rule: without an
 		// approval the gate answers needs_review with APPROVAL_REQUIRED.
-		outcome, decision = Pending, review
-	} else if intent.Policy != nil && !slices.Contains(reasons, policyBlocked) {
+		outcome, decision = Pending, Review
+	} else if intent.Policy != nil && !slices.Contains(reasons, PolicyBlocked) {
 		decision = intent.Policy.Effect
 	}
 	intent.Policy = &Decision{Effect: decision, Rule: policyRule(intent.Policy)}
@@ -643,16 +643,16 @@ func (r *Run) replayLocked(callID string, cs *callState) *Invocation {
 func (r *Run) callEnvelopeLocked(tool, callID string, intent CallIntent, outcome Outcome, reasons []Reason) Envelope {
 	e := Envelope{UAICPVersion: Version, RequestID: r.requestID, TraceID: r.traceID, ParentTraceID: r.parentTraceID,
 		State: Execute, Timestamp: Time{ids.Now()}, Identity: r.identity, Outcome: outcome, Rollback: intent.Rollback,
-		Metadata: map[string]any{metaTool: tool, metaCallID: callID, metaRiskTier: intent.Tier.String(), metaActorKind: string(ActorAgent)}}
+		Metadata: map[string]any{MetaTool: tool, MetaCallID: callID, MetaRiskTier: intent.Tier.String(), MetaActorKind: string(ActorAgent)}}
 	if intent.DeclaredTier != "" {
-		e.Metadata[metaDeclaredTier] = intent.DeclaredTier
+		e.Metadata[MetaDeclaredTier] = intent.DeclaredTier
 	}
 	if intent.Policy != nil {
 		e.Metadata[MetaPolicyDecision] = string(intent.Policy.Effect)
-		e.Metadata[metaPolicyRule] = intent.Policy.Rule
+		e.Metadata[MetaPolicyRule] = intent.Policy.Rule
 	}
 	if intent.ApprovalID != "" {
-		e.Metadata[metaApprovalID] = intent.ApprovalID
+		e.Metadata[MetaApprovalID] = intent.ApprovalID
 	}
 	if len(reasons) > 0 {
 		e.Metadata[MetaReasons] = reasons

@@ -20,11 +20,11 @@ type Effect string
 const (
 	Allow  Effect = "allow"
 	Deny   Effect = "deny"
-	review Effect = "needs_review" // the call needs a human approval first
+	Review Effect = "needs_review" // the call needs a human approval first
 )
 
 // valid reports whether e is one of the three effects.
-func (e Effect) valid() bool { return e == Allow || e == Deny || e == review }
+func (e Effect) valid() bool { return e == Allow || e == Deny || e == Review }
 
 // Decision is a policy's answer for one call.
 type Decision struct {
@@ -124,15 +124,15 @@ func LoadRulePolicy(file string) (*RulePolicy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := parseRulePolicy(b)
+	p, err := ParseRulePolicy(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return p, nil
 }
 
-// parseRulePolicy reads a RulePolicy from YAML and validates it.
-func parseRulePolicy(b []byte) (*RulePolicy, error) {
+// ParseRulePolicy reads a RulePolicy from YAML and validates it.
+func ParseRulePolicy(b []byte) (*RulePolicy, error) {
 	var p RulePolicy
 	d := yaml.NewDecoder(bytes.NewReader(b))
 	d.KnownFields(true)

@@ -15,11 +15,11 @@ type Reason string
 const (
 	EvidenceMissing    Reason = "EVIDENCE_MISSING"
 	VerificationFailed Reason = "VERIFICATION_FAILED"
-	policyBlocked      Reason = "POLICY_BLOCKED"
+	PolicyBlocked      Reason = "POLICY_BLOCKED"
 	ApprovalRequired   Reason = "APPROVAL_REQUIRED"
 	IdentityInvalid    Reason = "IDENTITY_INVALID"
 	ToolTimeout        Reason = "TOOL_TIMEOUT"
-	rollbackRequired   Reason = "ROLLBACK_REQUIRED"
+	RollbackRequired   Reason = "ROLLBACK_REQUIRED"
 )
 
 // The reason codes agentry adds; docs/governance.md has the full table.
@@ -49,7 +49,7 @@ const (
 	// *llm.Error, such as its step limit).
 	ModelFailed Reason = "MODEL_FAILED"
 	// NeedsReview: the policy asked for human review.
-	needsReview Reason = "NEEDS_REVIEW"
+	NeedsReview Reason = "NEEDS_REVIEW"
 	// RollbackFailed: a rollback action failed; the run needs review.
 	RollbackFailed Reason = "ROLLBACK_FAILED"
 	// RecoveredInDoubt: recovery closed a run a crash left open.
@@ -65,9 +65,9 @@ const (
 
 // reasons lists every reason code, the spec's first.
 var reasons = []Reason{
-	EvidenceMissing, VerificationFailed, policyBlocked, ApprovalRequired, IdentityInvalid, ToolTimeout, rollbackRequired,
+	EvidenceMissing, VerificationFailed, PolicyBlocked, ApprovalRequired, IdentityInvalid, ToolTimeout, RollbackRequired,
 	ApprovalInvalid, ApprovalDenied, EvidenceInvalid, VerifierError, RepairsExhausted, TierViolation, ToolFailed,
-	ModelFailed, needsReview, RollbackFailed, RecoveredInDoubt, ChildFailed, Cancelled, InternalError,
+	ModelFailed, NeedsReview, RollbackFailed, RecoveredInDoubt, ChildFailed, Cancelled, InternalError,
 }
 
 // Error returns the code.

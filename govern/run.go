@@ -731,7 +731,7 @@ func (r *Run) fail(ctx context.Context, detail string, cause *Cause, reasons ...
 		reasons = []Reason{VerificationFailed}
 	}
 	if res.rollbackFailures > 0 {
-		reasons = append(reasons, RollbackFailed, needsReview)
+		reasons = append(reasons, RollbackFailed, NeedsReview)
 	}
 	var uniq []Reason
 	for _, x := range reasons {

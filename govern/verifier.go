@@ -46,15 +46,15 @@ func (v funcVerifier) Verify(ctx context.Context, in VerifyInput) (*Report, erro
 	return v.f(ctx, in)
 }
 
-// newVerifier returns a Verifier with the given ID calling f.
-func newVerifier(id string, f func(ctx context.Context, in VerifyInput) (*Report, error)) Verifier {
+// NewVerifier returns a Verifier with the given ID calling f.
+func NewVerifier(id string, f func(ctx context.Context, in VerifyInput) (*Report, error)) Verifier {
 	return funcVerifier{id, f}
 }
 
 // CheckVerifier returns a Verifier whose report is made of the checks f
 // returns: status pass when none fails.
 func CheckVerifier(id string, f func(ctx context.Context, in VerifyInput) []Check) Verifier {
-	return newVerifier(id, func(ctx context.Context, in VerifyInput) (*Report, error) {
+	return NewVerifier(id, func(ctx context.Context, in VerifyInput) (*Report, error) {
 		checks := f(ctx, in)
 		status := ReportPass
 		for _, c := range checks {

@@ -72,13 +72,13 @@ func (s *Server) document(sess *workflow.Session) *uicontrol.CapabilityDocument 
 				d += " (" + strings.TrimSuffix(st.Description, ".") + ")"
 			}
 			if len(st.Prerequisites) > 0 {
-				d += "; needs the state keys " + strings.Join(st.Prerequisites, ", ") + " set (" + actionStateInput + ")"
+				d += "; needs the state keys " + strings.Join(st.Prerequisites, ", ") + " set (" + ActionStateInput + ")"
 			}
 		}
-		actions = append(actions, action{ID: transitionPrefix + to, Kind: "transition", Description: d + ".",
+		actions = append(actions, action{ID: TransitionPrefix + to, Kind: "transition", Description: d + ".",
 			Args: noArgs, Risk: uicontrol.RiskMedium})
 	}
-	actions = append(actions, action{ID: actionStateInput, Kind: "state_input",
+	actions = append(actions, action{ID: ActionStateInput, Kind: "state_input",
 		Description: `Set values in the workflow session state (keys are flat strings such as "user.email"); some stages need keys set before they can be entered. A null value removes a key.`,
 		Args: map[string]any{"type": "object", "properties": map[string]any{"state_updates": map[string]any{"type": "object"}},
 			"required": []any{"state_updates"}, "additionalProperties": false},

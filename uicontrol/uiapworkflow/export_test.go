@@ -1,7 +1,6 @@
 package uiapworkflow
 
 // Unexported names the external tests use.
-const ActionStateInput = actionStateInput
 
 type Action = action
 type State = state

@@ -26,12 +26,12 @@ import (
 
 // Action IDs besides the tasks, which keep their names.
 const (
-	// transitionPrefix prefixes the stage a transition action moves to:
+	// TransitionPrefix prefixes the stage a transition action moves to:
 	// "transition:checkout".
-	transitionPrefix = "transition:"
-	// actionStateInput sets session state keys ({"state_updates": {…}}),
+	TransitionPrefix = "transition:"
+	// ActionStateInput sets session state keys ({"state_updates": {…}}),
 	// as UAIP's state_input does.
-	actionStateInput = "state:input"
+	ActionStateInput = "state:input"
 )
 
 // riskOf maps a task's UAICP risk tier (workflow.Task.Risk) to a UIAP
@@ -275,11 +275,11 @@ func (b *binding) registerActions() {
 		}
 	}
 	for to := range targets {
-		b.app.HandleAction(transitionPrefix+to, uicontrol.RiskMedium, func(ctx context.Context, _ *uicontrol.AppSession, _ *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
+		b.app.HandleAction(TransitionPrefix+to, uicontrol.RiskMedium, func(ctx context.Context, _ *uicontrol.AppSession, _ *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
 			return b.execute(ctx, &workflow.ExecuteRequest{Action: workflow.ActionStageTransition, Stage: to})
 		})
 	}
-	b.app.HandleAction(actionStateInput, uicontrol.RiskMedium, func(ctx context.Context, _ *uicontrol.AppSession, req *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
+	b.app.HandleAction(ActionStateInput, uicontrol.RiskMedium, func(ctx context.Context, _ *uicontrol.AppSession, req *uicontrol.ActionRequest, _ func(uicontrol.ActionProgress)) (any, error) {
 		var args struct {
 			StateUpdates map[string]any `json:"state_updates"`
 		}
