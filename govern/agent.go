@@ -19,9 +19,9 @@ import (
 // agent.MiddlewareContext.Metadata.
 const metadataKey = "uaicp"
 
-// MetadataEnvelope is the agent.State metadata key under which a governed
+// metadataEnvelope is the agent.State metadata key under which a governed
 // agent run records its final envelope (as JSON).
-const MetadataEnvelope = "uaicp.envelope"
+const metadataEnvelope = "uaicp.envelope"
 
 // Declaration is what a tool declares to the governor (§5.3).
 type Declaration struct {
@@ -429,7 +429,7 @@ func withEnvelope(res *agent.Result, env *Envelope) (*agent.Result, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, err
 	}
-	return &agent.Result{Turn: res.Turn, State: res.State.WithMetadata(MetadataEnvelope, m)}, nil
+	return &agent.Result{Turn: res.Turn, State: res.State.WithMetadata(metadataEnvelope, m)}, nil
 }
 
 // EnvelopeOf returns the envelope a governed agent run recorded in its
@@ -438,7 +438,7 @@ func EnvelopeOf(s *agent.State) (*Envelope, bool) {
 	if s == nil {
 		return nil, false
 	}
-	v, ok := s.Value(MetadataEnvelope)
+	v, ok := s.Value(metadataEnvelope)
 	if !ok {
 		return nil, false
 	}
@@ -518,7 +518,7 @@ func redoPaused(ctx context.Context, r *Run, a *agent.Agent, state *agent.State)
 		return nil, errors.New("paused state does not end with a tool round")
 	}
 	waited := map[string]bool{}
-	for _, ap := range r.Approvals() {
+	for _, ap := range r.approvalRequests() {
 		waited[ap.CallID] = true
 	}
 	offered, err := a.Tools(ctx, state)

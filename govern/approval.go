@@ -118,15 +118,15 @@ type Keyring struct {
 // NewKeyring returns an empty keyring.
 func NewKeyring() *Keyring { return &Keyring{byKID: map[string]ApproverKey{}} }
 
-// DefaultKeyringReload is the least time between two looks at a keyring
+// defaultKeyringReload is the least time between two looks at a keyring
 // file (KeyringOptions.ReloadInterval).
-const DefaultKeyringReload = time.Second
+const defaultKeyringReload = time.Second
 
 // KeyringOptions configures a keyring that follows its file (OpenKeyring).
 type KeyringOptions struct {
 	// ReloadInterval is the least time between two looks at the file, so
 	// that a flood of tokens signed by unknown keys cannot make the
-	// keyring read the disk on every one; 0 is DefaultKeyringReload.
+	// keyring read the disk on every one; 0 is one second.
 	ReloadInterval time.Duration
 	// Hint follows the refusal of a token whose key the keyring does not
 	// hold: how to trust a key (agentry serve: "add it with `agentry keys
@@ -176,7 +176,7 @@ func OpenKeyring(path string, opts *KeyringOptions) (*Keyring, error) {
 	}
 	src := &keyringSource{path: path, interval: opts.ReloadInterval, hint: opts.Hint, log: opts.Logger}
 	if src.interval <= 0 {
-		src.interval = DefaultKeyringReload
+		src.interval = defaultKeyringReload
 	}
 	if src.log == nil {
 		src.log = slog.Default()

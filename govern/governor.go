@@ -15,16 +15,16 @@ import (
 	"github.com/agentry-dev/agentry/internal/ids"
 )
 
-// DefaultMaxRepairs is the repair budget of a run whose task class and
+// defaultMaxRepairs is the repair budget of a run whose task class and
 // options set none: small, so that a verifier that keeps failing ends the
 // run quickly.
-const DefaultMaxRepairs = 2
+const defaultMaxRepairs = 2
 
 // Default timeouts.
 const (
-	DefaultToolTimeout     = 5 * time.Minute
-	DefaultVerifierTimeout = 30 * time.Second
-	DefaultRollbackTimeout = time.Minute
+	defaultToolTimeout     = 5 * time.Minute
+	defaultVerifierTimeout = 30 * time.Second
+	defaultRollbackTimeout = time.Minute
 )
 
 // RollbackFunc executes a rollback action. It must be idempotent: after a
@@ -56,10 +56,11 @@ type Options struct {
 	// Rollbacks executes rollback actions by their type. A write whose
 	// rollback action has no handler here has no usable rollback.
 	Rollbacks map[string]RollbackFunc
-	// MaxRepairs is the default repair budget; 0 is DefaultMaxRepairs, a
+	// MaxRepairs is the default repair budget; 0 is 2, a
 	// negative value allows none.
 	MaxRepairs int
-	// Timeouts; zero uses the defaults.
+	// Timeouts; zero uses the defaults: 5 minutes per tool call, 30 seconds
+	// per verifier, one minute per rollback action.
 	ToolTimeout, VerifierTimeout, RollbackTimeout time.Duration
 	// OnDecision is called after an approval decision is durable (in its
 	// own goroutine): a server resumes the paused run from here.
@@ -103,16 +104,16 @@ func New(ctx context.Context, opts Options) (*Governor, error) {
 		g.log = slog.Default()
 	}
 	if g.opts.MaxRepairs == 0 {
-		g.opts.MaxRepairs = DefaultMaxRepairs
+		g.opts.MaxRepairs = defaultMaxRepairs
 	}
 	if g.opts.ToolTimeout <= 0 {
-		g.opts.ToolTimeout = DefaultToolTimeout
+		g.opts.ToolTimeout = defaultToolTimeout
 	}
 	if g.opts.VerifierTimeout <= 0 {
-		g.opts.VerifierTimeout = DefaultVerifierTimeout
+		g.opts.VerifierTimeout = defaultVerifierTimeout
 	}
 	if g.opts.RollbackTimeout <= 0 {
-		g.opts.RollbackTimeout = DefaultRollbackTimeout
+		g.opts.RollbackTimeout = defaultRollbackTimeout
 	}
 	for _, v := range opts.Verifiers {
 		if v == nil || v.ID() == "" {
@@ -214,10 +215,10 @@ func (g *Governor) Start(ctx context.Context, o RunOptions) (*Run, error) {
 	}
 	if o.TraceID == "" {
 		o.TraceID = newTraceID()
-	} else if !ValidTraceID(o.TraceID) {
+	} else if !validTraceID(o.TraceID) {
 		return nil, refuse(fmt.Sprintf("trace_id %q is not a W3C trace-id", o.TraceID), IdentityInvalid)
 	}
-	if o.ParentTraceID != "" && !ValidTraceID(o.ParentTraceID) {
+	if o.ParentTraceID != "" && !validTraceID(o.ParentTraceID) {
 		return nil, refuse(fmt.Sprintf("parent_trace_id %q is not a W3C trace-id", o.ParentTraceID), IdentityInvalid)
 	}
 	maxRepairs := g.opts.MaxRepairs
@@ -586,9 +587,9 @@ func describeBinding(got, want Binding) string {
 	return "something else"
 }
 
-// ValidTraceID reports whether s is a W3C trace-id: 32 lowercase hex
+// validTraceID reports whether s is a W3C trace-id: 32 lowercase hex
 // digits, not all zero.
-func ValidTraceID(s string) bool {
+func validTraceID(s string) bool {
 	if len(s) != 32 {
 		return false
 	}
@@ -605,9 +606,6 @@ func ValidTraceID(s string) bool {
 	}
 	return !zero
 }
-
-// NewTraceID returns a random W3C trace-id.
-func NewTraceID() string { return newTraceID() }
 
 func newTraceID() string {
 	var b [16]byte

@@ -54,9 +54,9 @@ func (t *Tier) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Strictest returns the strictest of tiers, ignoring invalid (unset) ones;
+// strictest returns the strictest of tiers, ignoring invalid (unset) ones;
 // with no valid tier it returns WriteHighRisk.
-func Strictest(tiers ...Tier) Tier {
+func strictest(tiers ...Tier) Tier {
 	var m Tier
 	for _, t := range tiers {
 		if t.Valid() && t > m {
@@ -69,13 +69,13 @@ func Strictest(tiers ...Tier) Tier {
 	return m
 }
 
-// EffectiveTier is the tier a call runs under (DESIGN §5): the strictest of
+// effectiveTier is the tier a call runs under (DESIGN §5): the strictest of
 // the tool's declared tier, the operator's pinned tier and the task class's
 // floor, where a tool that declares no tier (an unknown tool) counts as
 // WriteHighRisk. Pinning and floors can only make a call stricter.
-func EffectiveTier(declared, pinned, floor Tier) Tier {
+func effectiveTier(declared, pinned, floor Tier) Tier {
 	if !declared.Valid() {
 		declared = WriteHighRisk
 	}
-	return Strictest(declared, pinned, floor)
+	return strictest(declared, pinned, floor)
 }

@@ -129,7 +129,7 @@ func (r *RollbackAction) Hash() (string, error) {
 	if r == nil {
 		return "", nil
 	}
-	return HashJSON(r)
+	return hashJSON(r)
 }
 
 // EvidenceType is an evidence object's type.
@@ -332,8 +332,8 @@ func PayloadHash(payload json.RawMessage) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// HashJSON returns PayloadHash of v's JSON encoding.
-func HashJSON(v any) (string, error) {
+// hashJSON returns PayloadHash of v's JSON encoding.
+func hashJSON(v any) (string, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("govern: %w", err)

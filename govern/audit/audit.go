@@ -53,13 +53,15 @@ type Flusher interface {
 
 // Defaults of Options.
 const (
-	DefaultBatchSize    = 256
-	DefaultPollInterval = time.Second
-	DefaultMinBackoff   = 100 * time.Millisecond
-	DefaultMaxBackoff   = 30 * time.Second
+	defaultBatchSize    = 256
+	defaultPollInterval = time.Second
+	defaultMinBackoff   = 100 * time.Millisecond
+	defaultMaxBackoff   = 30 * time.Second
 )
 
-// Options configures an Exporter; nil or zero fields take the defaults.
+// Options configures an Exporter; nil or zero fields take the defaults:
+// batches of 256 records, a poll every second, a backoff from 100 ms to
+// 30 s.
 type Options struct {
 	// Cursor persists the export position; nil keeps it in memory only,
 	// so that each Exporter starts at the journal's first record.
@@ -98,16 +100,16 @@ func NewExporter(j govern.Journal, sink Sink, opts *Options) *Exporter {
 		e.opts = *opts
 	}
 	if e.opts.BatchSize <= 0 {
-		e.opts.BatchSize = DefaultBatchSize
+		e.opts.BatchSize = defaultBatchSize
 	}
 	if e.opts.PollInterval <= 0 {
-		e.opts.PollInterval = DefaultPollInterval
+		e.opts.PollInterval = defaultPollInterval
 	}
 	if e.opts.MinBackoff <= 0 {
-		e.opts.MinBackoff = DefaultMinBackoff
+		e.opts.MinBackoff = defaultMinBackoff
 	}
 	if e.opts.MaxBackoff < e.opts.MinBackoff {
-		e.opts.MaxBackoff = max(DefaultMaxBackoff, e.opts.MinBackoff)
+		e.opts.MaxBackoff = max(defaultMaxBackoff, e.opts.MinBackoff)
 	}
 	if e.opts.Logger == nil {
 		e.opts.Logger = slog.Default()

@@ -65,9 +65,9 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 )
 
-// DefaultFlushInterval bounds how long an append without sync stays
+// defaultFlushInterval bounds how long an append without sync stays
 // volatile when no synced append follows.
-const DefaultFlushInterval = 100 * time.Millisecond
+const defaultFlushInterval = 100 * time.Millisecond
 
 // Errors of a File.
 var (
@@ -99,7 +99,7 @@ type Options struct {
 	// was at Open.
 	ReadOnly bool
 	// FlushInterval is how often a background flush makes appends without
-	// sync durable; 0 means DefaultFlushInterval, a negative value no
+	// sync durable; 0 means 100 ms, a negative value no
 	// background flush.
 	FlushInterval time.Duration
 	// FaultHook, when set, is called at each fault point of the write
@@ -195,7 +195,7 @@ func Open(path string, opts Options) (*File, error) {
 	if !opts.ReadOnly {
 		interval := opts.FlushInterval
 		if interval == 0 {
-			interval = DefaultFlushInterval
+			interval = defaultFlushInterval
 		}
 		if interval > 0 {
 			f.stop, f.stopped = make(chan struct{}), make(chan struct{})
