@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// MaxCapTokenSize bounds the cap_token CapTokenPolicy reads.
-const MaxCapTokenSize = 8 << 10
+// maxCapTokenSize bounds the cap_token CapTokenPolicy reads.
+const maxCapTokenSize = 8 << 10
 
 // CapTokenPolicy checks an envelope's capability token (§6.2): a JWT
 // (compact JWS, alg EdDSA or ES256, header {alg, kid[, typ]}, no crit)
@@ -20,9 +20,9 @@ const MaxCapTokenSize = 8 << 10
 // not genuine and current — malformed, another algorithm, an untrusted
 // issuer or unknown kid, a bad signature, expired or not yet valid — is
 // refused with 4.01; a genuine token that does not grant the envelope —
-// aud without the receiver, a scope that does not cover the intent, a sub
-// other than the sender — with 4.03. docs/spec-notes/uamp.md,
-// "cap_token".
+// aud without the receiver, a scope that does not cover the intent (the
+// scope "uamp:" + intent, or "uamp:*" for every intent), a sub other than
+// the sender — with 4.03. docs/spec-notes/uamp.md, "cap_token".
 type CapTokenPolicy struct {
 	// Audience is the receiver's identity; a token's aud must name it.
 	// Required.
@@ -52,13 +52,13 @@ type CapClaims struct {
 	ID        string    // jti, "" when absent
 }
 
-// ScopeFor returns the scope that grants an intent: "uamp:" + intent.
+// scopeFor returns the scope that grants an intent: "uamp:" + intent.
 // "uamp:*" grants every intent.
-func ScopeFor(i Intent) string { return "uamp:" + string(i) }
+func scopeFor(i Intent) string { return "uamp:" + string(i) }
 
-// ScopeCovers reports whether scopes grant intent i (ScopeFor).
-func ScopeCovers(scopes []string, i Intent) bool {
-	return slices.Contains(scopes, ScopeFor(i)) || slices.Contains(scopes, "uamp:*")
+// scopeCovers reports whether scopes grant intent i (scopeFor).
+func scopeCovers(scopes []string, i Intent) bool {
+	return slices.Contains(scopes, scopeFor(i)) || slices.Contains(scopes, "uamp:*")
 }
 
 // Check checks e.CapToken for an envelope whose signature verified, and
@@ -75,7 +75,7 @@ func (p *CapTokenPolicy) Check(ctx context.Context, e *Envelope) (*CapClaims, er
 		return nil, NewError(CodeInternal, "", errors.New("CapTokenPolicy.Audience is empty"))
 	}
 	tok := e.CapToken
-	if len(tok) > MaxCapTokenSize {
+	if len(tok) > maxCapTokenSize {
 		return nil, unauthenticated("cap_token too long", nil)
 	}
 	s, claims, err := parseJWT(tok)
@@ -113,17 +113,17 @@ func (p *CapTokenPolicy) Check(ctx context.Context, e *Envelope) (*CapClaims, er
 		return nil, NewError(CodeUnauthorized, "cap_token is not for this agent (aud)", nil)
 	case claims.Subject != "" && claims.Subject != e.From:
 		return nil, NewError(CodeUnauthorized, "cap_token was issued to another sender (sub)", nil)
-	case !ScopeCovers(claims.Scope, e.Intent):
+	case !scopeCovers(claims.Scope, e.Intent):
 		return nil, NewError(CodeUnauthorized, "cap_token scope does not cover intent "+quote(string(e.Intent)), nil)
 	}
 	return claims, nil
 }
 
 // parseJWT parses a compact JWS JWT strictly, without verifying it: the
-// rules of ParseSignature, except that the header may carry typ (JWT or
+// rules of parseCompactJWS, except that the header may carry typ (JWT or
 // at+jwt); the claims are a JSON object without duplicate members, with
 // iss, aud, scope (a space-separated string) and exp.
-func parseJWT(tok string) (*Signature, *CapClaims, error) {
+func parseJWT(tok string) (*compactJWS, *CapClaims, error) {
 	s, err := parseCompact(tok, true)
 	if err != nil {
 		return nil, nil, err
@@ -131,7 +131,7 @@ func parseJWT(tok string) (*Signature, *CapClaims, error) {
 	if s.Detached() {
 		return nil, nil, errors.New("no claims")
 	}
-	tree, err := parseStrict(s.Payload, MaxCapTokenSize)
+	tree, err := parseStrict(s.Payload, maxCapTokenSize)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claims: %s", AsError(err).Message)
 	}

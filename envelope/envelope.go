@@ -23,16 +23,16 @@ const (
 	IntentError     Intent = "error"
 )
 
-// Intents lists the intents of §4.1 in the spec's order.
-var Intents = []Intent{IntentAsk, IntentInform, IntentPropose, IntentConfirm, IntentDeny, IntentProgress, IntentCancel,
+// allIntents lists the intents of §4.1 in the spec's order.
+var allIntents = []Intent{IntentAsk, IntentInform, IntentPropose, IntentConfirm, IntentDeny, IntentProgress, IntentCancel,
 	IntentSubscribe, IntentNotify, IntentError}
 
 // Valid reports whether i is one of the intents of §4.1.
-func (i Intent) Valid() bool { return slices.Contains(Intents, i) }
+func (i Intent) Valid() bool { return slices.Contains(allIntents, i) }
 
-// DefaultDeltaWindow is the delta_window of an envelope that has none
+// defaultDeltaWindow is the delta_window of an envelope that has none
 // (§4, A.1 "default": 64).
-const DefaultDeltaWindow = 64
+const defaultDeltaWindow = 64
 
 // Envelope is a UAMP envelope (§4, schema A.1), with the spec's member
 // names. The schema is closed: decoding refuses other top-level members.
@@ -56,7 +56,7 @@ type Envelope struct {
 	Context  []ContextRef `json:"context,omitempty"`
 	StreamID string       `json:"stream_id,omitempty"`
 	// DeltaWindow is the maximum of un-ACKed deltas (§5); 0 means absent,
-	// that is DefaultDeltaWindow (Window).
+	// that is 64 (Window).
 	DeltaWindow int  `json:"delta_window,omitempty"`
 	Body        Body `json:"body"`
 	// CapToken is a capability token, a JWT (§6.2, CapTokenPolicy).
@@ -93,10 +93,10 @@ func New(from string, to []string, intent Intent, body Body) *Envelope {
 	return &Envelope{ID: NewID(), TS: Now(), From: from, To: to, Intent: intent, Body: body}
 }
 
-// Window returns DeltaWindow, or DefaultDeltaWindow when it is absent.
+// Window returns DeltaWindow, or 64 (the schema's default) when it is absent.
 func (e *Envelope) Window() int {
 	if e.DeltaWindow <= 0 {
-		return DefaultDeltaWindow
+		return defaultDeltaWindow
 	}
 	return e.DeltaWindow
 }

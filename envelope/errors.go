@@ -57,8 +57,8 @@ func (c Code) HTTPStatus() int {
 // 5.04).
 func (c Code) Retryable() bool { return codeInfo[c].retry }
 
-// Known reports whether c is one of the codes above.
-func (c Code) Known() bool {
+// known reports whether c is one of the codes above.
+func (c Code) known() bool {
 	_, ok := codeInfo[c]
 	return ok
 }
@@ -158,15 +158,15 @@ func AsError(err error) *Error {
 	return NewError(CodeInternal, "", err)
 }
 
-// ErrorBodyType is the body type of an error envelope (DESIGN §5).
-const ErrorBodyType = "application/json"
+// errorBodyType is the body type of an error envelope (DESIGN §5).
+const errorBodyType = "application/json"
 
 // NewErrorEnvelope returns an unsigned error envelope from from to to,
 // answering the envelope replyTo (which may be empty), whose body
 // carries err's wire form {code, message, retry} (DESIGN §5).
 func NewErrorEnvelope(from string, to []string, replyTo string, err *Error) *Envelope {
 	b, _ := json.Marshal(err) // a struct of strings and a bool
-	e := New(from, to, IntentError, Body{Type: ErrorBodyType, Content: string(b)})
+	e := New(from, to, IntentError, Body{Type: errorBodyType, Content: string(b)})
 	e.ReplyTo = replyTo
 	return e
 }
@@ -174,8 +174,8 @@ func NewErrorEnvelope(from string, to []string, replyTo string, err *Error) *Env
 // ParseErrorBody reads the *Error an error envelope's body carries. A
 // code it does not know is kept as is.
 func ParseErrorBody(b Body) (*Error, error) {
-	if b.Type != ErrorBodyType {
-		return nil, fmt.Errorf("envelope: error body type %q is not %s", b.Type, ErrorBodyType)
+	if b.Type != errorBodyType {
+		return nil, fmt.Errorf("envelope: error body type %q is not %s", b.Type, errorBodyType)
 	}
 	tree, err := parseStrict([]byte(b.Content), MaxEnvelopeSize)
 	if err != nil {

@@ -23,7 +23,7 @@ type ReplayGuard interface {
 
 // ReplayStore remembers (from, id) pairs until they expire: the
 // persistence hook of ReplayWindow. MemoryReplayStore keeps them in
-// memory, ReplayFile in an append-only file; a database store lets
+// memory, an append-only file (tests); a database store lets
 // several servers share one window.
 type ReplayStore interface {
 	// Remember records (from, id) until expires (inclusive). If the
@@ -114,8 +114,8 @@ func CheckSkew(ts, now time.Time, max time.Duration) error {
 	return nil
 }
 
-// DefaultReplayCapacity is MemoryReplayStore's default capacity.
-const DefaultReplayCapacity = 1 << 20
+// defaultReplayCapacity is MemoryReplayStore's default capacity.
+const defaultReplayCapacity = 1 << 20
 
 // MemoryReplayStore is a ReplayStore in memory. It holds at most its
 // capacity of unexpired pairs; when full it refuses new pairs (5.04,
@@ -131,10 +131,10 @@ type MemoryReplayStore struct {
 type replayKey struct{ from, id string }
 
 // NewMemoryReplayStore returns an empty store holding at most capacity
-// pairs (DefaultReplayCapacity when capacity <= 0).
+// pairs (1<<20 when capacity <= 0).
 func NewMemoryReplayStore(capacity int) *MemoryReplayStore {
 	if capacity <= 0 {
-		capacity = DefaultReplayCapacity
+		capacity = defaultReplayCapacity
 	}
 	return &MemoryReplayStore{capacity: capacity, seen: map[replayKey]time.Time{}}
 }
