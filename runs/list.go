@@ -10,9 +10,9 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 )
 
-// Limits of ListParams.Limit.
+// Limits of ListParams.Limit: the default and the most.
 const (
-	DefaultListLimit = 50
+	defaultListLimit = 50
 	MaxListLimit     = 1000
 )
 
@@ -22,7 +22,7 @@ type ListParams struct {
 	Status Status
 	// Agent keeps the runs of the named agent; "" keeps all.
 	Agent string
-	// Limit is the most runs to return: 0 is DefaultListLimit, at most
+	// Limit is the most runs to return: 0 is 50, at most
 	// MaxListLimit.
 	Limit int
 	// After is the cursor: the request ID of the last run of the previous
@@ -30,8 +30,8 @@ type ListParams struct {
 	After string
 }
 
-// List returns runs, newest first, as selected by p (nil: the newest
-// DefaultListLimit runs). The runs come from the journal — every top-level
+// List returns runs, newest first, as selected by p (nil: the newest 50
+// runs). The runs come from the journal — every top-level
 // governed run it records, also those of earlier processes and of other
 // replicas sharing it (child runs of sub-agents are left out) — and carry
 // what the journal tells in brief: request ID, agent, status, pending
@@ -57,7 +57,7 @@ func (s *Service) list(ctx context.Context, p *ListParams) ([]*Run, bool, error)
 	limit := p.Limit
 	switch {
 	case limit == 0:
-		limit = DefaultListLimit
+		limit = defaultListLimit
 	case limit < 0 || limit > MaxListLimit:
 		return nil, false, newError(InvalidParams, "", fmt.Sprintf("limit must be between 1 and %d", MaxListLimit), nil)
 	}

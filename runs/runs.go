@@ -87,9 +87,9 @@ func (r *Run) Settled() bool {
 
 // Defaults of Options.
 const (
-	DefaultPollInterval = 250 * time.Millisecond
-	DefaultEventBuffer  = 256
-	DefaultHeartbeat    = 15 * time.Second
+	defaultPollInterval = 250 * time.Millisecond
+	defaultEventBuffer  = 256
+	defaultHeartbeat    = 15 * time.Second
 )
 
 // Options configures a Service.
@@ -110,16 +110,15 @@ type Options struct {
 	Logger *slog.Logger
 	// PollInterval is how often Wait and the event streams look at the
 	// journal for what another process recorded (a decision, a run of
-	// another replica); 0 is DefaultPollInterval. What this process
+	// another replica); 0 is 250 ms. What this process
 	// records is seen at once.
 	PollInterval time.Duration
 	// EventBuffer is how many events a subscriber of Events may fall
-	// behind before it catches up from the journal (see Events); 0 is
-	// DefaultEventBuffer.
+	// behind before it catches up from the journal (see Events); 0 is 256.
 	EventBuffer int
 	// Heartbeat is the interval of the comment lines the events endpoint
 	// sends while a run is quiet, so that proxies keep the stream open;
-	// 0 is DefaultHeartbeat.
+	// 0 is 15 seconds.
 	Heartbeat time.Duration
 }
 
@@ -166,13 +165,13 @@ func New(ctx context.Context, opts *Options) (*Service, error) {
 		o.Results = &memResults{states: map[string]*agent.State{}}
 	}
 	if o.PollInterval <= 0 {
-		o.PollInterval = DefaultPollInterval
+		o.PollInterval = defaultPollInterval
 	}
 	if o.EventBuffer <= 0 {
-		o.EventBuffer = DefaultEventBuffer
+		o.EventBuffer = defaultEventBuffer
 	}
 	if o.Heartbeat <= 0 {
-		o.Heartbeat = DefaultHeartbeat
+		o.Heartbeat = defaultHeartbeat
 	}
 	for name, a := range o.Agents {
 		if name == "" || a == nil {
