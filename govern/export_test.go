@@ -9,10 +9,11 @@ import (
 // the package's API.
 
 var (
-	ValidTraceID  = validTraceID
-	HashJSON      = hashJSON
-	EffectiveTier = effectiveTier
-	CanTransition = canTransition
+	ValidTraceID    = validTraceID
+	HashJSON        = hashJSON
+	EffectiveTier   = effectiveTier
+	CanTransition   = canTransition
+	ParseRulePolicy = parseRulePolicy
 )
 
 const (

@@ -124,15 +124,15 @@ func LoadRulePolicy(file string) (*RulePolicy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := ParseRulePolicy(b)
+	p, err := parseRulePolicy(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return p, nil
 }
 
-// ParseRulePolicy reads a RulePolicy from YAML and validates it.
-func ParseRulePolicy(b []byte) (*RulePolicy, error) {
+// parseRulePolicy reads a RulePolicy from YAML and validates it.
+func parseRulePolicy(b []byte) (*RulePolicy, error) {
 	var p RulePolicy
 	d := yaml.NewDecoder(bytes.NewReader(b))
 	d.KnownFields(true)

@@ -73,12 +73,12 @@ func Run(t *testing.T, newStore func(t *testing.T) workflow.SessionStore) {
 	}
 }
 
-// SampleState returns a state exercising what UAIP-0.1 state holds: nested
+// sampleState returns a state exercising what UAIP-0.1 state holds: nested
 // objects and arrays, every JSON type, dotted keys that are one literal
 // key (next to a nested object of the same path), unicode keys and values,
 // and characters that JSON and SQL escape. It is in the form Get returns
 // (numbers are float64).
-func SampleState() map[string]any {
+func sampleState() map[string]any {
 	return map[string]any{
 		"user.email": "user@example.com",
 		"user":       map[string]any{"email": "other@example.com", "name": "Zoë"},
@@ -113,7 +113,7 @@ const ms = time.Millisecond
 // now and expiring in an hour.
 func newSession() *workflow.Session {
 	now := time.Now().UTC().Truncate(ms)
-	return &workflow.Session{ID: ids.New(), Workflow: "store", Stage: "browse", State: SampleState(),
+	return &workflow.Session{ID: ids.New(), Workflow: "store", Stage: "browse", State: sampleState(),
 		Version: 1, CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(time.Hour)}
 }
 
