@@ -6,6 +6,13 @@
 // protection, capability-token checks and the request state machine of
 // §10. It does no network I/O; the bindings are in package messaging.
 //
+// A sender builds an envelope with New and signs it with Sign; a receiver
+// turns untrusted bytes into a verified Envelope with Open:
+//
+//	e := envelope.New(from, to, envelope.IntentAsk, envelope.Body{Type: "text/plain", Content: "2+2"})
+//	err := envelope.Sign(e, key) // key: GenerateKey or ParsePrivateKey
+//	got, err := envelope.Open(ctx, wire, trusted) // trusted: a KeySet or any KeyResolver
+//
 // # Canonical form and signatures
 //
 // The canonical form of an envelope (§4.2) is the RFC 8785 (JCS)

@@ -18,6 +18,18 @@
 // unreachable unless every required invariant holds. A failed run rolls
 // back its recorded writes in reverse order.
 //
+// Start with New. To govern an agent of package agent, add the Governor's
+// Middleware to it and mark its tools with Declare; to govern your own
+// code, run it with Execute and call each tool through Run.Invoke:
+//
+//	g, err := govern.New(ctx, govern.Options{Journal: j, Keyring: keys})
+//	mw := g.Middleware(govern.AgentOptions{Identity: id}) // agent.Options.Middleware
+//	d, err := g.Execute(ctx, govern.RunOptions{TaskClass: "quote", Identity: id},
+//		func(ctx context.Context, run *govern.Run, repair *govern.Verdict) (any, error) {
+//			inv, err := run.Invoke(ctx, spec, govern.Call{Args: args}, callTheTool)
+//			...
+//		})
+//
 // Everything is recorded in a hash-chained, append-only Journal, written
 // durably before the effect it records: the intent of a write before the
 // write, the commit of a result before the result is returned. Recover

@@ -9,6 +9,10 @@
 // protocol core: it imports no agent runtime. workflow/uaipagent turns a
 // session into the tools of an agent, resolved at every step.
 //
+//	e := workflow.NewEngine(st.Sessions(), nil) // st from store.Open
+//	err := e.Register(w)                        // w: a *Workflow built in Go or from LoadFile
+//	http.Handle("/", workflow.NewHandler(e, nil))
+//
 // Tasks are Go functions (NewTask infers the parameter schema from a Go
 // struct) or, for workflows declared in YAML or JSON (LoadFile, LoadDir),
 // webhooks to an existing service (Webhook). workflow/sessiontest is the
