@@ -64,7 +64,7 @@ func TestCanonicalDirectMatchesJCS(t *testing.T) {
 	if _, ok, _ := x.canonicalDirect(); ok {
 		t.Error("an envelope with context Extra took the direct path")
 	}
-	if c, err := x.Canonical(); err != nil || !bytes.Contains(c, []byte(`"k":1`)) {
+	if c, err := x.canonical(); err != nil || !bytes.Contains(c, []byte(`"k":1`)) {
 		t.Errorf("Canonical of an envelope with Extra: %s, %v", c, err)
 	}
 }

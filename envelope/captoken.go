@@ -20,9 +20,9 @@ const maxCapTokenSize = 8 << 10
 // not genuine and current — malformed, another algorithm, an untrusted
 // issuer or unknown kid, a bad signature, expired or not yet valid — is
 // refused with 4.01; a genuine token that does not grant the envelope —
-// aud without the receiver, a scope that does not cover the intent, a sub
-// other than the sender — with 4.03. docs/spec-notes/uamp.md,
-// "cap_token".
+// aud without the receiver, a scope that does not cover the intent (the
+// scope "uamp:" + intent, or "uamp:*" for every intent), a sub other than
+// the sender — with 4.03. docs/spec-notes/uamp.md, "cap_token".
 type CapTokenPolicy struct {
 	// Audience is the receiver's identity; a token's aud must name it.
 	// Required.
@@ -56,8 +56,8 @@ type CapClaims struct {
 // "uamp:*" grants every intent.
 func scopeFor(i Intent) string { return "uamp:" + string(i) }
 
-// ScopeCovers reports whether scopes grant intent i (ScopeFor).
-func ScopeCovers(scopes []string, i Intent) bool {
+// scopeCovers reports whether scopes grant intent i (scopeFor).
+func scopeCovers(scopes []string, i Intent) bool {
 	return slices.Contains(scopes, scopeFor(i)) || slices.Contains(scopes, "uamp:*")
 }
 
@@ -113,17 +113,17 @@ func (p *CapTokenPolicy) Check(ctx context.Context, e *Envelope) (*CapClaims, er
 		return nil, NewError(CodeUnauthorized, "cap_token is not for this agent (aud)", nil)
 	case claims.Subject != "" && claims.Subject != e.From:
 		return nil, NewError(CodeUnauthorized, "cap_token was issued to another sender (sub)", nil)
-	case !ScopeCovers(claims.Scope, e.Intent):
+	case !scopeCovers(claims.Scope, e.Intent):
 		return nil, NewError(CodeUnauthorized, "cap_token scope does not cover intent "+quote(string(e.Intent)), nil)
 	}
 	return claims, nil
 }
 
 // parseJWT parses a compact JWS JWT strictly, without verifying it: the
-// rules of ParseSignature, except that the header may carry typ (JWT or
+// rules of parseCompactJWS, except that the header may carry typ (JWT or
 // at+jwt); the claims are a JSON object without duplicate members, with
 // iss, aud, scope (a space-separated string) and exp.
-func parseJWT(tok string) (*Signature, *CapClaims, error) {
+func parseJWT(tok string) (*compactJWS, *CapClaims, error) {
 	s, err := parseCompact(tok, true)
 	if err != nil {
 		return nil, nil, err

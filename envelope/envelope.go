@@ -23,12 +23,12 @@ const (
 	IntentError     Intent = "error"
 )
 
-// Intents lists the intents of §4.1 in the spec's order.
-var Intents = []Intent{IntentAsk, IntentInform, IntentPropose, IntentConfirm, IntentDeny, IntentProgress, IntentCancel,
+// allIntents lists the intents of §4.1 in the spec's order.
+var allIntents = []Intent{IntentAsk, IntentInform, IntentPropose, IntentConfirm, IntentDeny, IntentProgress, IntentCancel,
 	IntentSubscribe, IntentNotify, IntentError}
 
 // Valid reports whether i is one of the intents of §4.1.
-func (i Intent) Valid() bool { return slices.Contains(Intents, i) }
+func (i Intent) Valid() bool { return slices.Contains(allIntents, i) }
 
 // defaultDeltaWindow is the delta_window of an envelope that has none
 // (§4, A.1 "default": 64).
@@ -93,7 +93,7 @@ func New(from string, to []string, intent Intent, body Body) *Envelope {
 	return &Envelope{ID: NewID(), TS: Now(), From: from, To: to, Intent: intent, Body: body}
 }
 
-// Window returns DeltaWindow, or 64 when it is absent.
+// Window returns DeltaWindow, or 64 (the schema's default) when it is absent.
 func (e *Envelope) Window() int {
 	if e.DeltaWindow <= 0 {
 		return defaultDeltaWindow

@@ -57,8 +57,8 @@ func (c Code) HTTPStatus() int {
 // 5.04).
 func (c Code) Retryable() bool { return codeInfo[c].retry }
 
-// Known reports whether c is one of the codes above.
-func (c Code) Known() bool {
+// known reports whether c is one of the codes above.
+func (c Code) known() bool {
 	_, ok := codeInfo[c]
 	return ok
 }

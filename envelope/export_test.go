@@ -1,4 +1,22 @@
 package envelope
 
-// Unexported names the external tests use.
+// Names the external tests (package envelope_test) use that are not part
+// of the package's API.
+
 const MaxCapTokenSize = maxCapTokenSize
+
+var (
+	ScopeCovers    = scopeCovers
+	ParseSignature = parseCompactJWS
+	OpenReplayFile = openReplayFile
+	IntentEvent    = intentEvent
+	Intents        = allIntents
+	Events         = allEvents
+	States         = allStates
+)
+
+func (e *Envelope) Canonical() ([]byte, error) { return e.canonical() }
+
+func (c Code) Known() bool { return c.known() }
+
+func (s State) CanTransition(ev Event) bool { return s.canTransition(ev) }

@@ -18,10 +18,10 @@ const TimeFormat = "2006-01-02T15:04:05.000Z"
 func NewID() string { return "urn:uuid:" + ids.New() }
 
 // Now returns the current time as ts is written (TimeFormat).
-func Now() string { return FormatTime(ids.Now()) }
+func Now() string { return formatTime(ids.Now()) }
 
-// FormatTime writes t as TimeFormat, in UTC.
-func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+// formatTime writes t as TimeFormat, in UTC.
+func formatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
 // ParseID reads an id in either accepted form, a bare UUID or a
 // "urn:uuid:" URN (the prefix in any case), and returns the bare UUID in

@@ -60,7 +60,7 @@ func SignManifest(m *Manifest, key *PrivateKey) (string, error) {
 // as the did:web of its host), and decodes its payload (DecodeManifest).
 // A bad signature is an *Error with code 4.01, a bad manifest 4.00.
 func OpenManifest(ctx context.Context, jws, signer string, keys KeyResolver) (*Manifest, error) {
-	s, err := ParseSignature(jws)
+	s, err := parseCompactJWS(jws)
 	if err != nil {
 		return nil, err
 	}

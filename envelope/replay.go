@@ -23,7 +23,7 @@ type ReplayGuard interface {
 
 // ReplayStore remembers (from, id) pairs until they expire: the
 // persistence hook of ReplayWindow. MemoryReplayStore keeps them in
-// memory, ReplayFile in an append-only file; a database store lets
+// memory, an append-only file (tests); a database store lets
 // several servers share one window.
 type ReplayStore interface {
 	// Remember records (from, id) until expires (inclusive). If the

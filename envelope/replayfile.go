@@ -17,14 +17,14 @@ import (
 	"github.com/agentry-dev/agentry/internal/durable"
 )
 
-// ReplayFile is a ReplayStore that survives a restart: the pairs are held
+// replayFile is a ReplayStore that survives a restart: the pairs are held
 // in memory (a MemoryReplayStore) and appended to a file, one JSON line
 // {"from","id","exp"} each, fsynced before Remember returns. Opening the
 // file reloads the unexpired pairs and rewrites it without the expired
 // ones; a torn last line (a crash during an append that was never
 // acknowledged) is dropped. It is safe for concurrent use within one
 // process; two processes must not open one file.
-type ReplayFile struct {
+type replayFile struct {
 	mu    sync.Mutex
 	path  string
 	mem   *MemoryReplayStore
@@ -38,11 +38,11 @@ type replayRecord struct {
 	Exp  int64  `json:"exp"` // Unix milliseconds, rounded up
 }
 
-// OpenReplayFile opens (creating it if need be) the replay file at path,
-// holding at most capacity unexpired pairs (1 << 20 when
+// openReplayFile opens (creating it if need be) the replay file at path,
+// holding at most capacity unexpired pairs (defaultReplayCapacity when
 // capacity <= 0). now is the time expired records are dropped at.
-func OpenReplayFile(path string, capacity int, now time.Time) (*ReplayFile, error) {
-	r := &ReplayFile{path: path, mem: NewMemoryReplayStore(capacity)}
+func openReplayFile(path string, capacity int, now time.Time) (*replayFile, error) {
+	r := &replayFile{path: path, mem: NewMemoryReplayStore(capacity)}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -76,7 +76,7 @@ func OpenReplayFile(path string, capacity int, now time.Time) (*ReplayFile, erro
 
 // rewrite replaces the file by the pairs held, durably, and opens it for
 // appending.
-func (r *ReplayFile) rewrite() error {
+func (r *replayFile) rewrite() error {
 	tmp := r.path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -118,7 +118,7 @@ func (r *ReplayFile) rewrite() error {
 
 // Remember implements ReplayStore: the pair is on disk when it returns
 // nil.
-func (r *ReplayFile) Remember(ctx context.Context, from, id string, expires, now time.Time) error {
+func (r *replayFile) Remember(ctx context.Context, from, id string, expires, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (r *ReplayFile) Remember(ctx context.Context, from, id string, expires, now
 }
 
 // Close closes the file.
-func (r *ReplayFile) Close() error {
+func (r *replayFile) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.f == nil {
@@ -165,7 +165,7 @@ func (r *ReplayFile) Close() error {
 	return err
 }
 
-var _ io.Closer = (*ReplayFile)(nil)
+var _ io.Closer = (*replayFile)(nil)
 
 // ceilMilli returns t in Unix milliseconds, rounded up: a pair may be
 // remembered longer than asked, never shorter.

@@ -15,14 +15,14 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// maxSigSize bounds the sig strings ParseSignature reads.
+// maxSigSize bounds the sig strings parseCompactJWS reads.
 const maxSigSize = 1024
 
-// Canonical returns the canonical form of e (§4.2, DESIGN §5): the RFC
+// canonical returns the canonical form of e (§4.2, DESIGN §5): the RFC
 // 8785 (JCS) serialization of e without sig. It refuses (4.00) an
 // envelope Decode would refuse for its numbers (beyond ±2^53 in Ext or
 // an Extra), since its peer could not verify it.
-func (e *Envelope) Canonical() ([]byte, error) {
+func (e *Envelope) canonical() ([]byte, error) {
 	c, ok, err := e.canonicalDirect()
 	if err != nil {
 		return nil, NewError(CodeBadRequest, cut(err.Error()), err)
@@ -73,10 +73,10 @@ func signingPayload(canonical []byte) []byte {
 
 // Sign signs e with key: it sets e.Sig to the detached compact JWS
 // (<protected>..<signature>, protected header {"alg","kid"}) of the JCS
-// of {"sha256": hex SHA-256 of e.Canonical()} (§6.3, DESIGN §5). Sign
+// of {"sha256": hex SHA-256 of the canonical form} (§6.3, DESIGN §5). Sign
 // does not validate e against the schema (Validate does).
 func Sign(e *Envelope, key *PrivateKey) error {
-	c, err := e.Canonical()
+	c, err := e.canonical()
 	if err != nil {
 		return err
 	}
@@ -89,12 +89,12 @@ func Sign(e *Envelope, key *PrivateKey) error {
 }
 
 // Verify checks e.Sig against the canonical form of e: a detached
-// compact JWS as Sign writes it (ParseSignature), by a key that keys
+// compact JWS as Sign writes it (parseCompactJWS), by a key that keys
 // resolves for (e.From, kid) and whose algorithm is the header's. Every
 // refusal is an *Error with code 4.01, except a failing key lookup (5.04)
 // and an envelope that cannot be canonicalized (4.00).
 func Verify(ctx context.Context, e *Envelope, keys KeyResolver) error {
-	c, err := e.Canonical()
+	c, err := e.canonical()
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func unauthenticated(msg string, cause error) *Error {
 }
 
 func verifyDetached(ctx context.Context, canonical []byte, from, sig string, keys KeyResolver) error {
-	s, err := ParseSignature(sig)
+	s, err := parseCompactJWS(sig)
 	if err != nil {
 		return err
 	}
@@ -135,7 +135,7 @@ func verifyDetached(ctx context.Context, canonical []byte, from, sig string, key
 
 // verifyJWS resolves the key of s for from and checks the signature over
 // payload (detached or not, as s is).
-func verifyJWS(ctx context.Context, s *Signature, token string, payload []byte, from string, keys KeyResolver) error {
+func verifyJWS(ctx context.Context, s *compactJWS, token string, payload []byte, from string, keys KeyResolver) error {
 	if did, _, ok := strings.Cut(s.KeyID, "#"); ok && strings.HasPrefix(did, "did:") && did != from {
 		return unauthenticated("kid "+quote(s.KeyID)+" is a key of another DID than "+quote(from), nil)
 	}
@@ -180,12 +180,12 @@ func verifyJWS(ctx context.Context, s *Signature, token string, payload []byte, 
 	return nil
 }
 
-// Signature is a parsed compact JWS as this package accepts it: three
+// compactJWS is a parsed compact JWS as this package accepts it: three
 // segments of canonical unpadded base64url, the payload segment empty
 // for a detached one; a protected header of exactly {"alg","kid"}, alg
 // EdDSA or ES256, kid non-empty, no crit and no other member; a 64-byte
 // signature.
-type Signature struct {
+type compactJWS struct {
 	Algorithm Algorithm
 	KeyID     string
 	// Payload is the decoded payload segment, nil when detached.
@@ -195,12 +195,12 @@ type Signature struct {
 }
 
 // Detached reports whether the payload segment was empty.
-func (s *Signature) Detached() bool { return s.Payload == nil }
+func (s *compactJWS) Detached() bool { return s.Payload == nil }
 
-// ParseSignature parses a compact JWS, detached (an envelope's sig) or
+// parseCompactJWS parses a compact JWS, detached (an envelope's sig) or
 // not (a signed manifest), without verifying it. Every refusal is an
 // *Error with code 4.01: a malformed signature authenticates nothing.
-func ParseSignature(token string) (*Signature, error) {
+func parseCompactJWS(token string) (*compactJWS, error) {
 	s, err := parseSignature(token)
 	if err != nil {
 		return nil, unauthenticated("malformed sig: "+err.Error(), err)
@@ -208,11 +208,11 @@ func ParseSignature(token string) (*Signature, error) {
 	return s, nil
 }
 
-func parseSignature(token string) (*Signature, error) { return parseCompact(token, false) }
+func parseSignature(token string) (*compactJWS, error) { return parseCompact(token, false) }
 
 // parseCompact parses a compact JWS; jwt allows a typ header member
 // (JWT or at+jwt).
-func parseCompact(token string, jwt bool) (*Signature, error) {
+func parseCompact(token string, jwt bool) (*compactJWS, error) {
 	if token == "" {
 		return nil, errors.New("empty")
 	}
@@ -231,7 +231,7 @@ func parseCompact(token string, jwt bool) (*Signature, error) {
 	if err != nil {
 		return nil, fmt.Errorf("protected header: %w", err)
 	}
-	s := &Signature{}
+	s := &compactJWS{}
 	if payload != "" {
 		if s.Payload, err = b64(payload); err != nil {
 			return nil, fmt.Errorf("payload: %w", err)
@@ -268,7 +268,7 @@ func b64(seg string) ([]byte, error) {
 
 // parseHeader reads a protected header of exactly {"alg","kid"}, and
 // typ (JWT or at+jwt, any case, "application/" prefix optional) when jwt.
-func parseHeader(hb []byte, s *Signature, jwt bool) error {
+func parseHeader(hb []byte, s *compactJWS, jwt bool) error {
 	if !utf8.Valid(hb) || !json.Valid(hb) {
 		return errors.New("protected header is not JSON")
 	}

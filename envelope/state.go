@@ -16,8 +16,8 @@ const (
 	StateError      State = "ERROR"
 )
 
-// States lists the states of §10.
-var States = []State{StateNew, StateInProgress, StateCompleted, StateCancelled, StateError}
+// allStates lists the states of §10.
+var allStates = []State{StateNew, StateInProgress, StateCompleted, StateCancelled, StateError}
 
 // Terminal reports whether s is COMPLETED, CANCELLED or ERROR.
 func (s State) Terminal() bool {
@@ -41,8 +41,8 @@ const (
 	EventError     Event = "error"
 )
 
-// Events lists the events.
-var Events = []Event{EventAsk, EventSubscribe, EventProgress, EventConfirm, EventDone, EventCancel, EventError}
+// allEvents lists the events.
+var allEvents = []Event{EventAsk, EventSubscribe, EventProgress, EventConfirm, EventDone, EventCancel, EventError}
 
 // transitions is §10's diagram: from → event → to.
 var transitions = map[State]map[Event]State{
@@ -59,8 +59,8 @@ var transitions = map[State]map[Event]State{
 	},
 }
 
-// CanTransition reports whether ev is allowed in s.
-func (s State) CanTransition(ev Event) bool {
+// canTransition reports whether ev is allowed in s.
+func (s State) canTransition(ev Event) bool {
 	_, ok := transitions[s][ev]
 	return ok
 }
@@ -82,11 +82,11 @@ func (s State) Apply(ev Event) (State, error) {
 	return s, e
 }
 
-// IntentEvent returns the event an envelope of intent i is to the request
+// intentEvent returns the event an envelope of intent i is to the request
 // it belongs to: ask, subscribe, confirm, cancel and error as named,
 // progress and notify as EventProgress, and deny (a NAK) as EventError.
 // inform and propose are not request events.
-func IntentEvent(i Intent) (Event, bool) {
+func intentEvent(i Intent) (Event, bool) {
 	switch i {
 	case IntentAsk:
 		return EventAsk, true

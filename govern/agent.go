@@ -522,7 +522,7 @@ func redoPaused(ctx context.Context, r *Run, a *agent.Agent, state *agent.State)
 		return nil, errors.New("paused state does not end with a tool round")
 	}
 	waited := map[string]bool{}
-	for _, ap := range r.Approvals() {
+	for _, ap := range r.approvalRequests() {
 		waited[ap.CallID] = true
 	}
 	offered, err := a.Tools(ctx, state)

@@ -59,7 +59,8 @@ type Options struct {
 	// MaxRepairs is the default repair budget; 0 is 2, a
 	// negative value allows none.
 	MaxRepairs int
-	// Timeouts; zero uses the defaults.
+	// Timeouts; zero uses the defaults: 5 minutes per tool call, 30 seconds
+	// per verifier, one minute per rollback action.
 	ToolTimeout, VerifierTimeout, RollbackTimeout time.Duration
 	// OnDecision is called after an approval decision is durable (in its
 	// own goroutine): a server resumes the paused run from here.
@@ -222,10 +223,10 @@ func (g *Governor) Start(ctx context.Context, runOpts *RunOptions) (*Run, error)
 	}
 	if o.TraceID == "" {
 		o.TraceID = newTraceID()
-	} else if !ValidTraceID(o.TraceID) {
+	} else if !validTraceID(o.TraceID) {
 		return nil, refuse(fmt.Sprintf("trace_id %q is not a W3C trace-id", o.TraceID), IdentityInvalid)
 	}
-	if o.ParentTraceID != "" && !ValidTraceID(o.ParentTraceID) {
+	if o.ParentTraceID != "" && !validTraceID(o.ParentTraceID) {
 		return nil, refuse(fmt.Sprintf("parent_trace_id %q is not a W3C trace-id", o.ParentTraceID), IdentityInvalid)
 	}
 	maxRepairs := g.opts.MaxRepairs
@@ -594,9 +595,9 @@ func describeBinding(got, want Binding) string {
 	return "something else"
 }
 
-// ValidTraceID reports whether s is a W3C trace-id: 32 lowercase hex
+// validTraceID reports whether s is a W3C trace-id: 32 lowercase hex
 // digits, not all zero.
-func ValidTraceID(s string) bool {
+func validTraceID(s string) bool {
 	if len(s) != 32 {
 		return false
 	}
@@ -613,9 +614,6 @@ func ValidTraceID(s string) bool {
 	}
 	return !zero
 }
-
-// NewTraceID returns a random W3C trace-id.
-func NewTraceID() string { return newTraceID() }
 
 func newTraceID() string {
 	var b [16]byte

@@ -153,7 +153,7 @@ func (t effectTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // Invoke gates one tool call and, if it may run, runs fn: the call's
-// effective tier (EffectiveTier of the declared tier, Options.Pinned and
+// effective tier (effectiveTier of the declared tier, Options.Pinned and
 // the task class floor) decides. read_only calls run at once; writes are
 // asked of the Policy (deny: PolicyBlocked; needs_review: an approval is
 // needed); write_high_risk calls need rollback metadata (RollbackRequired)
@@ -186,7 +186,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	if r.class != nil {
 		floor = r.class.Floor
 	}
-	tier := EffectiveTier(spec.Tier, r.g.opts.Pinned[spec.Name], floor)
+	tier := effectiveTier(spec.Tier, r.g.opts.Pinned[spec.Name], floor)
 	intent := CallIntent{Tier: tier, DeclaredTier: spec.Tier.String(), Args: argsRaw, ArgsHash: argsHash}
 
 	r.mu.Lock()

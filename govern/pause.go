@@ -32,8 +32,8 @@ func (r *Run) pendingApprovalsLocked() []string {
 	return out
 }
 
-// Approvals returns the run's approval requests (pending and decided).
-func (r *Run) Approvals() []ApprovalRequest {
+// approvalRequests returns the run's approval requests (pending and decided).
+func (r *Run) approvalRequests() []ApprovalRequest {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]ApprovalRequest, 0, len(r.approvals))
@@ -90,13 +90,6 @@ func (r *Run) Pause(ctx context.Context, snapshot json.RawMessage) error {
 	r.mu.Unlock()
 	r.g.forget(r)
 	return nil
-}
-
-// Snapshot returns what the last Pause recorded.
-func (r *Run) Snapshot() json.RawMessage {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.snapshot
 }
 
 // Resume continues a paused run (one returned by Governor.Attach) once

@@ -27,12 +27,12 @@ func (p Phase) Valid() bool {
 	return false
 }
 
-// CanTransition reports whether from → to is an edge of the state machine:
+// canTransition reports whether from → to is an edge of the state machine:
 // the forward chain intake → plan → execute → verify → deliver, the repair
 // edges verify → plan and verify → execute, and fail_safe from any
 // non-terminal phase. Whether an edge is taken also depends on the run
 // (deliver needs every invariant, repair needs budget); Run enforces that.
-func CanTransition(from, to Phase) bool {
+func canTransition(from, to Phase) bool {
 	if from.Terminal() || !from.Valid() || !to.Valid() {
 		return false
 	}
@@ -52,15 +52,15 @@ func CanTransition(from, to Phase) bool {
 	return false
 }
 
-// TransitionError is returned for an edge the state machine does not have.
-type TransitionError struct {
+// transitionError is returned for an edge the state machine does not have.
+type transitionError struct {
 	From, To Phase
 }
 
 // Error returns a message naming the illegal transition's two phases.
-func (e *TransitionError) Error() string {
+func (e *transitionError) Error() string {
 	return fmt.Sprintf("govern: illegal transition %s → %s", e.From, e.To)
 }
 
 // Is makes errors.Is(err, ErrIllegalTransition) true.
-func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTransition }
+func (e *transitionError) Is(target error) bool { return target == ErrIllegalTransition }

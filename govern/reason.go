@@ -63,13 +63,6 @@ const (
 	InternalError Reason = "INTERNAL_ERROR"
 )
 
-// reasons lists every reason code, the spec's first.
-var reasons = []Reason{
-	EvidenceMissing, VerificationFailed, PolicyBlocked, ApprovalRequired, IdentityInvalid, ToolTimeout, RollbackRequired,
-	ApprovalInvalid, ApprovalDenied, EvidenceInvalid, VerifierError, RepairsExhausted, TierViolation, ToolFailed,
-	ModelFailed, NeedsReview, RollbackFailed, RecoveredInDoubt, ChildFailed, Cancelled, InternalError,
-}
-
 // Error returns the code.
 func (r Reason) Error() string { return string(r) }
 
@@ -148,7 +141,7 @@ func ReasonsOf(err error) []Reason {
 // Errors that are not reason codes: misuse of the API.
 var (
 	// ErrIllegalTransition: the state machine has no such edge
-	// (*TransitionError carries it).
+	// (the error carries the phases).
 	ErrIllegalTransition = errors.New("govern: illegal transition")
 	// ErrRunClosed: the run reached a terminal phase.
 	ErrRunClosed = errors.New("govern: run is closed")

@@ -85,12 +85,6 @@ func (r *Run) RequestID() string { return r.requestID }
 // TraceID returns the run's W3C trace ID.
 func (r *Run) TraceID() string { return r.traceID }
 
-// ParentTraceID returns the parent's trace ID, or "".
-func (r *Run) ParentTraceID() string { return r.parentTraceID }
-
-// Identity returns who runs.
-func (r *Run) Identity() Identity { return r.identity }
-
 // Resumer returns what the run said can resume it.
 func (r *Run) Resumer() string { return r.resumer }
 
@@ -100,16 +94,6 @@ func (r *Run) Phase() Phase {
 	defer r.mu.Unlock()
 	return r.phase
 }
-
-// Repairs returns how many repairs the run made; MaxRepairs its budget.
-func (r *Run) Repairs() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.repairs
-}
-
-// MaxRepairs returns the run's repair budget.
-func (r *Run) MaxRepairs() int { return r.maxRepairs }
 
 // Cause returns what made the run fail safe when it came from outside
 // the governor — a model or provider failure — or nil.
@@ -128,24 +112,6 @@ func (r *Run) Reasons() []Reason {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.reasons)
-}
-
-// Evidence returns copies of the run's evidence objects.
-func (r *Run) Evidence() []Evidence {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]Evidence, len(r.evidence))
-	for i, e := range r.evidence {
-		out[i] = e.Clone()
-	}
-	return out
-}
-
-// Reports returns the verification reports of the run so far.
-func (r *Run) Reports() []Report {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.reports)
 }
 
 // Paused reports whether the run waits for approvals.
@@ -202,8 +168,8 @@ func (r *Run) usableLocked() error {
 
 // transitionLocked journals and takes the edge r.phase → to.
 func (r *Run) transitionLocked(ctx context.Context, to Phase, sync bool, reasons []Reason, data *TransitionData) error {
-	if !CanTransition(r.phase, to) {
-		return &TransitionError{From: r.phase, To: to}
+	if !canTransition(r.phase, to) {
+		return &transitionError{From: r.phase, To: to}
 	}
 	rec := r.record(KindTransition)
 	rec.From, rec.To, rec.Reasons = r.phase, to, reasons
@@ -230,12 +196,12 @@ func (r *Run) advanceLocked(ctx context.Context, target Phase) error {
 	order := map[Phase]int{Intake: 0, Plan: 1, Execute: 2, Verify: 3}
 	t, ok := order[target]
 	if !ok {
-		return &TransitionError{From: r.phase, To: target}
+		return &transitionError{From: r.phase, To: target}
 	}
 	for {
 		cur, ok := order[r.phase]
 		if !ok || cur > t {
-			return &TransitionError{From: r.phase, To: target}
+			return &transitionError{From: r.phase, To: target}
 		}
 		if cur == t {
 			return nil
@@ -608,14 +574,6 @@ func (r *Run) Deliver(ctx context.Context, output any) (*Envelope, error) {
 	return &env, nil
 }
 
-// CanRepair reports whether the last verification failed and the repair
-// budget allows another attempt.
-func (r *Run) CanRepair() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.phase == Verify && r.verdict != nil && !r.verdict.Passed && r.repairs < r.maxRepairs
-}
-
 // Repair takes a repair edge (§4.1 bounded repair loop): from verify after
 // a failed verdict back to plan or execute, counting one repair; the
 // attempt number that approval tokens bind to is the repair count. When
@@ -623,7 +581,7 @@ func (r *Run) CanRepair() bool {
 // RepairsExhausted, and Repair returns that as an *Error.
 func (r *Run) Repair(ctx context.Context, to Phase, detail string) error {
 	if to != Plan && to != Execute {
-		return &TransitionError{From: Verify, To: to}
+		return &transitionError{From: Verify, To: to}
 	}
 	r.mu.Lock()
 	if err := r.usableLocked(); err != nil {
@@ -633,7 +591,7 @@ func (r *Run) Repair(ctx context.Context, to Phase, detail string) error {
 	if r.phase != Verify || r.verdict == nil {
 		from := r.phase
 		r.mu.Unlock()
-		return &TransitionError{From: from, To: to}
+		return &transitionError{From: from, To: to}
 	}
 	if r.verdict.Passed {
 		r.mu.Unlock()

@@ -69,11 +69,11 @@ func strictest(tiers ...Tier) Tier {
 	return m
 }
 
-// EffectiveTier is the tier a call runs under (DESIGN §5): the strictest of
+// effectiveTier is the tier a call runs under (DESIGN §5): the strictest of
 // the tool's declared tier, the operator's pinned tier and the task class's
 // floor, where a tool that declares no tier (an unknown tool) counts as
 // WriteHighRisk. Pinning and floors can only make a call stricter.
-func EffectiveTier(declared, pinned, floor Tier) Tier {
+func effectiveTier(declared, pinned, floor Tier) Tier {
 	if !declared.Valid() {
 		declared = WriteHighRisk
 	}

@@ -116,7 +116,7 @@ func TestUAMP_9_HTTPMapping(t *testing.T) {
 		{"401 tampered", withCert, MediaType, bytes.Replace(signed(t, ask("2+2"), ck), []byte("2+2"), []byte("2+3"), 1), 401, envelope.CodeUnauthenticated},
 		{"401 stale ts", withCert, MediaType, func() []byte {
 			e := ask("x")
-			e.TS = envelope.FormatTime(time.Now().Add(-time.Hour))
+			e.TS = time.Now().Add(-time.Hour).UTC().Format(envelope.TimeFormat)
 			return signed(t, e, ck)
 		}(), 401, envelope.CodeUnauthenticated},
 		{"403 from is not the principal", env.rawClient(&oc.TLS), MediaType, signed(t, ask("x"), ck), 403, envelope.CodeUnauthorized},

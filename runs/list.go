@@ -10,7 +10,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 )
 
-// Limits of ListParams.Limit.
+// Limits of ListParams.Limit: the default and the most.
 const (
 	defaultListLimit = 50
 	maxListLimit     = 1000

@@ -59,7 +59,9 @@ const (
 	defaultMaxBackoff   = 30 * time.Second
 )
 
-// Options configures an Exporter; nil or zero fields take the defaults.
+// Options configures an Exporter; nil or zero fields take the defaults:
+// batches of 256 records, a poll every second, a backoff from 100 ms to
+// 30 s.
 type Options struct {
 	// Cursor persists the export position; nil keeps it in memory only,
 	// so that each Exporter starts at the journal's first record.

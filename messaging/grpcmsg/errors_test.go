@@ -72,7 +72,7 @@ func TestUAMP_9_GRPCMapping(t *testing.T) {
 		{"4.01 tampered", withCert, []*uampv1.Frame{envelopeFrame(bytes.Replace(signed(t, ask("2+2"), clientKey), []byte("2+2"), []byte("2+3"), 1))}, envelope.CodeUnauthenticated, codes.Unauthenticated},
 		{"4.01 stale ts", withCert, []*uampv1.Frame{envelopeFrame(func() []byte {
 			e := ask("x")
-			e.TS = envelope.FormatTime(time.Now().Add(-time.Hour))
+			e.TS = time.Now().Add(-time.Hour).UTC().Format(envelope.TimeFormat)
 			return signed(t, e, clientKey)
 		}())}, envelope.CodeUnauthenticated, codes.Unauthenticated},
 		{"4.01 replayed", withCert, []*uampv1.Frame{envelopeFrame(replayed)}, envelope.CodeUnauthenticated, codes.Unauthenticated},
