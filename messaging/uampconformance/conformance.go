@@ -74,21 +74,10 @@ type result = conformance.Result
 type Report struct {
 	BaseURL string `json:"base_url"`
 	// Agent is the DID the suite addressed.
-	Agent   string              `json:"agent"`
-	Results conformance.Results `json:"results"`
+	Agent string `json:"agent"`
+	// Results lists the checks (Passed, Failed, Skipped, Find).
+	conformance.Results `json:"results"`
 }
-
-// Passed counts the checks that passed.
-func (r *Report) Passed() int { return r.Results.Passed() }
-
-// Failed counts the checks that failed.
-func (r *Report) Failed() int { return r.Results.Failed() }
-
-// Skipped counts the checks that could not run.
-func (r *Report) Skipped() int { return r.Results.Skipped() }
-
-// result returns the result of the check with the given name.
-func (r *Report) Result(name string) (result, bool) { return r.Results.Find(name) }
 
 // The spec clauses the checks are named after.
 const (

@@ -104,7 +104,7 @@ func TestUAMP_ConformancePasses(t *testing.T) {
 	// A kid that is a DID URL cannot sign for another sender: the 403
 	// check is skipped, not failed.
 	rep = run(t, s, didKey)
-	if r, _ := rep.Result("auth/403-from-not-principal"); rep.Failed() != 0 || rep.Passed() != 19 || !r.Skipped {
+	if r, _ := rep.Find("auth/403-from-not-principal"); rep.Failed() != 0 || rep.Passed() != 19 || !r.Skipped {
 		t.Errorf("DID kid: %d passed, %d failed, %d skipped", rep.Passed(), rep.Failed(), rep.Skipped())
 	}
 }
@@ -176,7 +176,7 @@ func TestUAMP_ConformanceFailures(t *testing.T) {
 			}
 			rep := run(t, newServer(t, keys, tc.wrap), key)
 			for _, name := range tc.failed {
-				if r, ok := rep.Result(name); !ok || r.Passed || r.Skipped {
+				if r, ok := rep.Find(name); !ok || r.Passed || r.Skipped {
 					t.Errorf("%s: %v", name, r)
 				}
 			}

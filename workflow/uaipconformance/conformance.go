@@ -62,21 +62,10 @@ type Report struct {
 	BaseURL  string `json:"base_url"`
 	Workflow string `json:"workflow"`
 	// ReadOnly reports that only read-only tasks were called.
-	ReadOnly bool                `json:"read_only,omitempty"`
-	Results  conformance.Results `json:"results"`
+	ReadOnly bool `json:"read_only,omitempty"`
+	// Results lists the checks (Passed, Failed, Skipped, Find).
+	conformance.Results `json:"results"`
 }
-
-// Passed counts the checks that passed.
-func (r *Report) Passed() int { return r.Results.Passed() }
-
-// Failed counts the checks that failed.
-func (r *Report) Failed() int { return r.Results.Failed() }
-
-// Skipped counts the checks that could not run.
-func (r *Report) Skipped() int { return r.Results.Skipped() }
-
-// result returns the result of the check with the given name.
-func (r *Report) Result(name string) (result, bool) { return r.Results.Find(name) }
 
 // The spec clauses the checks are named after.
 const (

@@ -68,13 +68,13 @@ func TestUAIP_OurHandlerConforms(t *testing.T) {
 		"execute/method_call/cart.view_cart",
 		"sessions/independent", "transport/content-type-json", "errors/detail",
 	} {
-		r, ok := rep.Result(name)
+		r, ok := rep.Find(name)
 		if !ok || !r.Passed {
 			t.Errorf("check %s: %+v (present %v)", name, r, ok)
 		}
 	}
 	for _, name := range []string{"execute/method_call/browse.get_product", "execute/method_call/cart.add_to_cart"} {
-		if r, _ := rep.Result(name); !r.Skipped || !strings.Contains(r.Got, "pattern") {
+		if r, _ := rep.Find(name); !r.Skipped || !strings.Contains(r.Got, "pattern") {
 			t.Errorf("check %s: want skipped for its pattern, got %+v", name, r)
 		}
 	}
@@ -95,7 +95,7 @@ func TestUAIP_DiscoveryAndBearerToken(t *testing.T) {
 	}
 	// With the workflow named but no token the spec's checks fail.
 	rep = uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
-	if r, _ := rep.Result("initialize/response"); r.Passed || !strings.Contains(r.Got, "HTTP 401") {
+	if r, _ := rep.Find("initialize/response"); r.Passed || !strings.Contains(r.Got, "HTTP 401") {
 		logReport(t, rep)
 		t.Fatalf("initialize/response without the token: %+v", r)
 	}
@@ -158,11 +158,11 @@ func TestUAIP_CatchesPythonLikeServer(t *testing.T) {
 		"execute/stage_transition/session-moved", // the refused probe answers 200
 		"transport/content-type-json", "errors/detail",
 	} {
-		if r, ok := rep.Result(name); !ok || r.Passed || r.Skipped {
+		if r, ok := rep.Find(name); !ok || r.Passed || r.Skipped {
 			t.Errorf("check %s should fail: %+v", name, r)
 		}
 	}
-	r, _ := rep.Result("execute/422-invalid-action")
+	r, _ := rep.Find("execute/422-invalid-action")
 	if !strings.Contains(r.Got, "HTTP 200") || !strings.Contains(r.Got, "Error: ") {
 		t.Errorf("the failure should show the 200 and the Error: text: %q", r.Got)
 	}
@@ -212,13 +212,13 @@ func TestUAIP_CatchesSharedStage(t *testing.T) {
 	srv := serve(t, &sharedStage{h: uaipHandler(t, nil), issued: map[string]bool{}})
 	rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
 	logReport(t, rep)
-	r, _ := rep.Result("sessions/independent")
+	r, _ := rep.Find("sessions/independent")
 	if r.Passed || r.Skipped {
 		t.Fatalf("sessions/independent should fail: %+v", r)
 	}
 	// The session the error checks used serves every later session.
 	for _, name := range []string{"execute/method_call/browse.search_products", "execute/stage_transition/browse->cart"} {
-		if r, _ := rep.Result(name); r.Passed {
+		if r, _ := rep.Find(name); r.Passed {
 			t.Errorf("%s passed on a session that another one moved", name)
 		}
 	}
@@ -239,14 +239,14 @@ func TestUAIP_WithoutSchemaEndpoint(t *testing.T) {
 	}))
 	rep := uaipconformance.Run(context.Background(), &uaipconformance.Options{BaseURL: srv.URL, Workflow: "store"})
 	logReport(t, rep)
-	if r, _ := rep.Result("schema/get"); r.Passed {
+	if r, _ := rep.Find("schema/get"); r.Passed {
 		t.Error("schema/get passed against a 404")
 	}
 	if rep.Failed() != 1 {
 		t.Errorf("%d failures; want only schema/get", rep.Failed())
 	}
 	for _, name := range []string{"initialize/response", "execute/422-invalid-action", "execute/404-unknown-session"} {
-		if r, _ := rep.Result(name); !r.Passed {
+		if r, _ := rep.Find(name); !r.Passed {
 			t.Errorf("%s: %+v", name, r)
 		}
 	}
@@ -349,11 +349,11 @@ func TestUAIP_ReadOnlyModeCallsNoWritingTask(t *testing.T) {
 			t.Errorf("default mode did not call the writing tasks: %v", called)
 		}
 		if readOnly {
-			r, _ := rep.Result("execute/method_call/start.poke")
+			r, _ := rep.Find("execute/method_call/start.poke")
 			if !r.Skipped || !strings.Contains(r.Got, "read-only mode") || !strings.Contains(r.Got, "write_low_risk") {
 				t.Errorf("start.poke: %+v", r)
 			}
-			if r, _ := rep.Result("execute/422-task-of-another-stage"); !r.Passed {
+			if r, _ := rep.Find("execute/422-task-of-another-stage"); !r.Passed {
 				t.Errorf("the 422 check did not run with a read-only task: %+v", r)
 			}
 		}
