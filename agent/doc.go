@@ -3,7 +3,7 @@
 // execution strategies, lifecycle hooks, middleware, sub-agents,
 // streaming and checkpoints.
 //
-//	a, err := agent.New(agent.Options{
+//	a, err := agent.New(&agent.Options{
 //		LLMOptions: llm.LLMOptions{
 //			Model:  anthropic.Model("claude-sonnet-4-5", nil),
 //			Params: map[string]any{"max_tokens": 4096},

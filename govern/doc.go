@@ -22,7 +22,7 @@
 // Middleware to it and mark its tools with Declare; to govern your own
 // code, run it with Execute and call each tool through Run.Invoke:
 //
-//	g, err := govern.New(ctx, govern.Options{Journal: j, Keyring: keys})
+//	g, err := govern.New(ctx, &govern.Options{Journal: j, Keyring: keys})
 //	mw := g.Middleware(&govern.AgentOptions{Identity: id}) // agent.Options.Middleware
 //	d, err := g.Execute(ctx, &govern.RunOptions{TaskClass: "quote", Identity: id},
 //		func(ctx context.Context, run *govern.Run, repair *govern.Verdict) (any, error) {

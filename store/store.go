@@ -8,7 +8,7 @@
 //	if err != nil { … }
 //	defer st.Close()
 //	engine := workflow.NewEngine(st.Sessions(), nil)
-//	g, err := govern.New(ctx, govern.Options{Journal: st.Journal()})
+//	g, err := govern.New(ctx, &govern.Options{Journal: st.Journal()})
 //
 // The URL's scheme chooses the backend:
 //

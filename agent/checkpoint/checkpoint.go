@@ -4,7 +4,7 @@
 // CheckpointMetadata (§12.2) under <dir>/<sessionId>/, crash-safely.
 //
 //	store, err := checkpoint.File("") // ".checkpoints", the spec's default
-//	a, err := agent.New(agent.Options{LLMOptions: opts, Checkpoints: store})
+//	a, err := agent.New(&agent.Options{LLMOptions: opts, Checkpoints: store})
 //	…
 //	res, err := a.Resume(ctx, sessionID) // after a crash
 //

@@ -3,7 +3,7 @@
 // holds and whose records carry schema-valid evidence, reports and
 // envelopes, and wire objects that validate against their schemas.
 //
-//	g, _ := govern.New(ctx, govern.Options{Journal: j})
+//	g, _ := govern.New(ctx, &govern.Options{Journal: j})
 //	governtest.AuditJournal(t, j) // checked when the test ends
 //	env, _ := run.Deliver(ctx, out)
 //	governtest.CheckWire(t, env)

@@ -3,7 +3,7 @@
 // hash-chained, fsynced with group commit.
 //
 //	j, err := journal.Open("/var/lib/agentry/journal.jsonl", journal.Options{})
-//	g, err := govern.New(ctx, govern.Options{Journal: j, Node: "node-1"})
+//	g, err := govern.New(ctx, &govern.Options{Journal: j, Node: "node-1"})
 //	rep, err := g.Recover(ctx)
 //
 // # Format

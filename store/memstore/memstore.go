@@ -6,9 +6,9 @@
 // (github.com/UAICP/uaicp); store/sqlstore is the durable counterpart.
 //
 //	store := memstore.New()
-//	a, err := agent.New(agent.Options{LLMOptions: opts, Checkpoints: store.Checkpoints()})
+//	a, err := agent.New(&agent.Options{LLMOptions: opts, Checkpoints: store.Checkpoints()})
 //	engine := workflow.NewEngine(store.Sessions(), nil)
-//	g, err := govern.New(ctx, govern.Options{Journal: store.Journal()})
+//	g, err := govern.New(ctx, &govern.Options{Journal: store.Journal()})
 //
 // The in-memory checkpoint store lives here rather than in agent/checkpoint
 // so that one Store value carries the in-memory version of every

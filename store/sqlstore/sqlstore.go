@@ -10,9 +10,9 @@
 //
 //	st, err := sqlstore.Open(ctx, "sqlite:///var/lib/agentry/agentry.db")
 //	defer st.Close()
-//	a, err := agent.New(agent.Options{LLMOptions: opts, Checkpoints: st.Checkpoints()})
+//	a, err := agent.New(&agent.Options{LLMOptions: opts, Checkpoints: st.Checkpoints()})
 //	engine := workflow.NewEngine(st.Sessions(), nil)
-//	g, err := govern.New(ctx, govern.Options{Journal: st.Journal(), Node: "replica-1"})
+//	g, err := govern.New(ctx, &govern.Options{Journal: st.Journal(), Node: "replica-1"})
 //
 // A store is chosen by URL (see Open). Both databases get the same schema,
 // created and upgraded by versioned migrations when the store is opened;

@@ -7,7 +7,7 @@
 //
 //	ua, err := uicontrol.Connect(ctx, transport, &uicontrol.AgentOptions{…})
 //	ts, err := uiapagent.NewToolset(ctx, ua, nil)
-//	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model},
+//	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model},
 //		Toolsets: []agent.Toolset{ts}})
 //	res, err := a.Generate(ctx, llm.Text("Buy two bags of espresso beans."), nil)
 //

@@ -6,7 +6,7 @@
 // change with the stage:
 //
 //	ts, err := uaipagent.NewToolset(ctx, workflow.NewClient(url, nil), "store")
-//	a, err := agent.New(agent.Options{LLMOptions: llm.LLMOptions{Model: model},
+//	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model},
 //		Toolsets: []agent.Toolset{ts}})
 //	res, err := a.Generate(ctx, llm.Text("Buy espresso beans."), nil)
 //
