@@ -221,9 +221,10 @@ func TestDecodeEnvelopeRefuses(t *testing.T) {
 		{"metadata an array", decWith(t, e, "metadata", `[]`), "/metadata", "must be an object, not an array"},
 		{"metadata number beyond float64", decWith(t, e, "metadata", `{"n":-1e400}`), "/metadata/n", "cannot be represented"},
 		{"pointer escaping", decWith(t, e, "metadata", `{"a/b~c":{"x":1,"x":2}}`), "/metadata/a~1b~0c/x", "duplicate member"},
+		{"quote in a member name", decWith(t, e, "metadata", `{"a\"b.c":{"x":1,"x":2}}`), "/metadata/a\"b.c/x", "duplicate member"},
 	}
 	runDecodeCases(t, govern.DecodeEnvelope, schema.ValidateEnvelope, cases,
-		"invalid UTF-8", "lone surrogate", "duplicate member", "duplicate in identity", "duplicate deep in metadata", "pointer escaping",
+		"invalid UTF-8", "lone surrogate", "duplicate member", "duplicate in identity", "duplicate deep in metadata", "pointer escaping", "quote in a member name",
 		"timestamp signed field", "timestamp leap second", "timestamp before year 0 in UTC", "timestamp after year 9999 in UTC",
 		"identity extension beyond float64", "metadata number beyond float64",
 		"streaming stream_index huge", "streaming stream_index past int64")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -277,6 +278,8 @@ func (s *core) serve(ctx context.Context, ln net.Listener) error {
 // refusing in the error body of the runs API.
 func bearer(token string, h http.Handler) http.Handler {
 	return httpx.Bearer(token, "agentry", func(w http.ResponseWriter, _ *http.Request) {
-		httpx.WriteJSON(w, http.StatusUnauthorized, map[string]any{"error": map[string]string{"code": "UNAUTHORIZED", "message": "a valid bearer token is required"}}, "")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":{"code":"UNAUTHORIZED","message":"a valid bearer token is required"}}`+"\n")
 	}, h)
 }
