@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/internal/ids"
 )
@@ -18,9 +20,9 @@ import (
 // §12.2). Implementations are safe for concurrent use; the agent calls Save
 // for one session serially, never concurrently with itself.
 //
-// The agent/checkpoint package has the file store and the exported test
-// suite (agent/checkpoint/storetest) every implementation must pass;
-// store/sqlstore has SQLite and PostgreSQL.
+// The internal/checkpoint package has the file store and the exported test
+// suite (agent/checkpointtest) every implementation must pass;
+// internal/sqlstore has SQLite and PostgreSQL.
 type CheckpointStore interface {
 	// Save durably stores state as the session's latest checkpoint, with a
 	// new checkpoint ID. When it returns nil, the checkpoint survives a
@@ -269,3 +271,47 @@ func (c *checkpointer) flushSession(ctx context.Context, sessionID string) {
 	case <-ctx.Done():
 	}
 }
+
+// MaxSessionIDLen bounds the length of a session ID, in bytes.
+const MaxSessionIDLen = 128
+
+// ErrInvalidSessionID is returned (wrapped) by every operation of the
+// stores for a session ID that ValidateSessionID rejects.
+var ErrInvalidSessionID = errors.New("agent: invalid session ID")
+
+// ValidateSessionID reports whether id can name a session: a non-empty,
+// valid UTF-8 string of at most MaxSessionIDLen bytes, without control
+// characters, without path separators ('/' and '\'), without "..", and not
+// starting with '.' (the file store's own names start with one). A UUIDv4,
+// which the agent generates, is always valid. The error wraps
+// ErrInvalidSessionID.
+//
+// The rules make a session ID a safe single path element: a file store
+// never reads or writes outside its directory, whatever the ID.
+func ValidateSessionID(id string) error {
+	reason := ""
+	switch {
+	case id == "":
+		reason = "empty"
+	case len(id) > MaxSessionIDLen:
+		reason = fmt.Sprintf("longer than %d bytes", MaxSessionIDLen)
+	case !utf8.ValidString(id):
+		reason = "not valid UTF-8"
+	case strings.ContainsAny(id, `/\`):
+		reason = "contains a path separator"
+	case strings.Contains(id, ".."):
+		reason = `contains ".."`
+	case id[0] == '.':
+		reason = `starts with "."`
+	case strings.IndexFunc(id, isControl) >= 0:
+		reason = "contains a control character"
+	default:
+		return nil
+	}
+	if len(id) > MaxSessionIDLen {
+		id = id[:32] + "…"
+	}
+	return fmt.Errorf("%w %q: %s", ErrInvalidSessionID, id, reason)
+}
+
+func isControl(r rune) bool { return r < 0x20 || (r >= 0x7f && r < 0xa0) }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/journal"
+	"github.com/agentry-dev/agentry/internal/journal"
 )
 
 // benchJournal opens a journal for the governed benchmarks and returns

@@ -49,8 +49,8 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/journal"
-	"github.com/agentry-dev/agentry/store/sqlstore"
+	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/sqlstore"
 )
 
 // The child's configuration travels in the environment.

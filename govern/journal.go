@@ -16,8 +16,8 @@ import (
 // Every record a Run writes goes through Append, durably (sync) before the
 // effect it records whenever it records an intent or a commit.
 //
-// Implementations: govern/journal (one file), store/sqlstore (SQLite,
-// PostgreSQL), store/memstore (memory). Every implementation passes the
+// Implementations: internal/journal (one file), internal/sqlstore (SQLite,
+// PostgreSQL), internal/memstore (memory). Every implementation passes the
 // govern/journaltest suite. They are safe for concurrent use.
 type Journal interface {
 	// Append appends recs in order: it assigns each its Seq (one more than

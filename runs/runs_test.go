@@ -17,10 +17,10 @@ import (
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/builtin"
+	"github.com/agentry-dev/agentry/internal/memstore"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/runs"
-	"github.com/agentry-dev/agentry/store/memstore"
 	"github.com/google/go-cmp/cmp"
 )
 

@@ -12,19 +12,19 @@
 //
 // The URL's scheme chooses the backend:
 //
-//	sqlite:///abs/path/agentry.db   SQLite file (store/sqlstore), the default;
+//	sqlite:///abs/path/agentry.db   SQLite file, the default;
 //	sqlite://./rel/path/agentry.db  WAL, synchronous=FULL: what is
 //	                                acknowledged survives a crash
 //	postgres://user@host/db?…       PostgreSQL (also postgresql://): several
 //	                                replicas of a server may share it
 //	file:/path/dir                  a directory of plain files, for what has
 //	                                a file format: checkpoints/ (one JSON
-//	                                file a session, agent/checkpoint),
-//	                                journal.jsonl (govern/journal), audit/
+//	                                file a session),
+//	                                journal.jsonl (one record a line), audit/
 //	                                cursors; UAIP sessions and the UAMP
 //	                                replay window, which have none, in
 //	                                agentry.db (SQLite) beside them
-//	memory:                         in memory (store/memstore): nothing
+//	memory:                         in memory: nothing
 //	                                survives the process
 //
 // Anything else is refused with an error that lists these schemes.
@@ -40,13 +40,13 @@ import (
 	"sync"
 
 	"github.com/agentry-dev/agentry/agent"
-	"github.com/agentry-dev/agentry/agent/checkpoint"
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/audit"
-	"github.com/agentry-dev/agentry/govern/journal"
-	"github.com/agentry-dev/agentry/store/memstore"
-	"github.com/agentry-dev/agentry/store/sqlstore"
+	"github.com/agentry-dev/agentry/internal/checkpoint"
+	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/memstore"
+	"github.com/agentry-dev/agentry/internal/sqlstore"
 	"github.com/agentry-dev/agentry/workflow"
 )
 

@@ -4,7 +4,7 @@
 // per-session key-value state, served over HTTP.
 //
 // An Engine holds the registered workflows and drives sessions, which a
-// SessionStore persists (store/memstore, store/sqlstore); NewHandler
+// SessionStore persists (internal/memstore, internal/sqlstore); NewHandler
 // serves the protocol's endpoints; Client speaks it. The package is a
 // protocol core: it imports no agent runtime. workflow/uaipagent turns a
 // session into the tools of an agent, resolved at every step.

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/internal/builtin"
-	"github.com/agentry-dev/agentry/store/memstore"
+	"github.com/agentry-dev/agentry/internal/memstore"
 	"github.com/agentry-dev/agentry/workflow"
 )
 

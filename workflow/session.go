@@ -81,7 +81,7 @@ func (s *Session) UnmarshalJSON(data []byte) error {
 }
 
 // SessionStore persists sessions. Implementations are safe for concurrent
-// use; store/memstore and store/sqlstore (SQLite, PostgreSQL) provide
+// use; internal/memstore and internal/sqlstore (SQLite, PostgreSQL) provide
 // them, and workflow/sessiontest is the suite they all pass.
 //
 // Durability: when Create or Update returns nil, the change survives a

@@ -60,7 +60,7 @@ func (c *Client) Get(ctx context.Context, id string) (govern.ApprovalRequest, er
 }
 
 // Approve approves a request with an approval token bound to it (see
-// approverkey.Sign) and returns the decided request.
+// Sign) and returns the decided request.
 func (c *Client) Approve(ctx context.Context, id, token string) (govern.ApprovalRequest, error) {
 	var out govern.ApprovalRequest
 	err := c.onRequest(ctx, http.MethodPost, id, map[string]string{"decision": decisionApprove, "token": token}, &out)

@@ -2,13 +2,13 @@ package approvalapi_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net/http/httptest"
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/approvalapi"
-	"github.com/agentry-dev/agentry/govern/approverkey"
 )
 
 // An agent's write_high_risk call waits for approval; a human lists the
@@ -18,9 +18,9 @@ func Example() {
 	ctx := context.Background()
 
 	// The governor trusts alice's key.
-	alice, _ := approverkey.Generate("alice")
+	alicePub, alice, _ := ed25519.GenerateKey(nil)
 	kr := govern.NewKeyring()
-	kr.Add("alice", alice.Public())
+	kr.Add("alice", alicePub)
 	g, _ := govern.New(ctx, &govern.Options{Keyring: kr,
 		Rollbacks: map[string]govern.RollbackFunc{"refund.cancel": func(context.Context, govern.RollbackAction) error { return nil }}})
 	srv := httptest.NewServer(approvalapi.NewHandler(g, &approvalapi.Options{}))
@@ -42,7 +42,7 @@ func Example() {
 	pending, _ := c.List(ctx, false)
 	req := pending[0]
 	fmt.Printf("%s %s %s\n", req.Tool, req.Tier, req.Args)
-	token, _ := approverkey.Sign(alice, req, 0)
+	token, _ := approvalapi.Sign("alice", alice, req, 0)
 	decided, err := c.Approve(ctx, req.ID, token)
 	if err != nil {
 		fmt.Println(err)

@@ -2,7 +2,7 @@
 // (DESIGN §5): an HTTP API over a govern.Governor on which approvers list
 // the pending approval requests of write_high_risk calls and decide them —
 // an approval with a signed approval token, a denial by name — and a
-// Client for it. Tokens are issued by package govern/approverkey.
+// Client for it. Tokens are issued by package internal/approverkey.
 package approvalapi
 
 import (

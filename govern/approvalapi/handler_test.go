@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/approvalapi"
-	"github.com/agentry-dev/agentry/govern/approverkey"
+	"github.com/agentry-dev/agentry/internal/approverkey"
 )
 
 // fixture is a real governor (memory journal, alice trusted), one open
@@ -101,7 +101,7 @@ func (f *fixture) request(t *testing.T, callID string) govern.ApprovalRequest {
 
 func (f *fixture) sign(t *testing.T, k *approverkey.Key, req govern.ApprovalRequest) string {
 	t.Helper()
-	tok, err := approverkey.Sign(k, req, 0)
+	tok, err := approvalapi.Sign(k.Approver, k.Private, req, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/audit"
-	"github.com/agentry-dev/agentry/govern/journal"
 	"github.com/agentry-dev/agentry/govern/journaltest"
+	"github.com/agentry-dev/agentry/internal/journal"
 )
 
 // fastOptions retry and poll without noticeable waits.

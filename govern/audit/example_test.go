@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/audit"
-	"github.com/agentry-dev/agentry/govern/journal"
+	"github.com/agentry-dev/agentry/internal/journal"
 )
 
 // An exporter copying a governor's journal to a JSONL audit file in the

@@ -14,7 +14,7 @@ import (
 	"sync"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/journal"
+	"github.com/agentry-dev/agentry/internal/journal"
 )
 
 // JSONLSink appends records to a file, one per line, in the file

@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/approvalapi"
-	"github.com/agentry-dev/agentry/govern/approverkey"
+	"github.com/agentry-dev/agentry/internal/approverkey"
 	"github.com/spf13/cobra"
 )
 
@@ -143,7 +143,7 @@ reported with its code, APPROVAL_INVALID), 2 on misuse.`,
 	fl.StringVar(&f.keyFile, "key", "", "approver key file (instead of --as)")
 	fl.BoolVar(&f.deny, "deny", false, "deny the call instead of approving it")
 	fl.StringVar(&f.reason, "reason", "", "why the call is denied (with --deny)")
-	fl.DurationVar(&f.ttl, "ttl", approverkey.DefaultTTL, "lifetime of the approval token")
+	fl.DurationVar(&f.ttl, "ttl", approvalapi.DefaultTokenTTL, "lifetime of the approval token")
 	return cmd
 }
 
@@ -200,7 +200,7 @@ func runApprove(cmd *cobra.Command, e *env, f *approveFlags, id string) error {
 	if f.deny {
 		decided, err = c.Deny(ctx, id, approver, f.reason)
 	} else {
-		token, serr := approverkey.Sign(key, req, f.ttl)
+		token, serr := approvalapi.Sign(key.Approver, key.Private, req, f.ttl)
 		if serr != nil {
 			return fmt.Errorf("not signing: %w", serr)
 		}

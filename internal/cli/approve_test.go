@@ -17,8 +17,8 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/approvalapi"
-	"github.com/agentry-dev/agentry/govern/approverkey"
 	"github.com/agentry-dev/agentry/govern/governtest"
+	"github.com/agentry-dev/agentry/internal/approverkey"
 	"github.com/google/go-cmp/cmp"
 )
 

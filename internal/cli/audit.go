@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/journal"
+	"github.com/agentry-dev/agentry/internal/journal"
 	"github.com/agentry-dev/agentry/store"
 	"github.com/spf13/cobra"
 )
@@ -27,7 +27,7 @@ type auditFlags struct {
 
 func (f *auditFlags) register(cmd *cobra.Command) {
 	fl := cmd.PersistentFlags()
-	fl.StringVar(&f.file, "file", "", "a file journal (govern/journal) instead of a store")
+	fl.StringVar(&f.file, "file", "", "a file journal (internal/journal) instead of a store")
 	fl.StringVar(&f.store, "store", "", "store URL holding the journal: sqlite:///path or postgres://… (default sqlite in --data)")
 	fl.StringVar(&f.data, "data", "./agentry-data", "data directory of agentry serve (its default SQLite store)")
 }

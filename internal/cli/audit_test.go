@@ -11,7 +11,7 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/governtest"
-	"github.com/agentry-dev/agentry/govern/journal"
+	"github.com/agentry-dev/agentry/internal/journal"
 )
 
 // writeJournal writes a file journal with two governed runs: one

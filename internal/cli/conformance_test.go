@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/internal/builtin"
-	"github.com/agentry-dev/agentry/store/memstore"
+	"github.com/agentry-dev/agentry/internal/memstore"
 	"github.com/agentry-dev/agentry/workflow"
 	"github.com/spf13/cobra"
 )

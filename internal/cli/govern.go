@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/approverkey"
+	"github.com/agentry-dev/agentry/internal/approverkey"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/models"
 	"github.com/agentry-dev/agentry/llm"

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 
-	"github.com/agentry-dev/agentry/govern/approverkey"
+	"github.com/agentry-dev/agentry/internal/approverkey"
 	"github.com/spf13/cobra"
 )
 

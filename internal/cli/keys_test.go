@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentry-dev/agentry/govern/approverkey"
+	"github.com/agentry-dev/agentry/internal/approverkey"
 )
 
 // kidOf reads the kid line of `keys create` output.

@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/agentry-dev/agentry/internal/builtin"
-	"github.com/agentry-dev/agentry/store/memstore"
+	"github.com/agentry-dev/agentry/internal/memstore"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/uicontrol/uiapworkflow"
 	"github.com/agentry-dev/agentry/workflow"

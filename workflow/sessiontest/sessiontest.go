@@ -1,6 +1,6 @@
 // Package sessiontest is the conformance suite of workflow.SessionStore,
 // the persistence of UAIP-0.1 sessions (github.com/concierge-hq/uaip, "Session" and
-// "State"): every implementation — store/memstore, store/sqlstore on
+// "State"): every implementation — internal/memstore, internal/sqlstore on
 // SQLite and PostgreSQL — passes Run, as every slog handler passes
 // testing/slogtest.
 //

@@ -6,9 +6,9 @@ import (
 	"net/http/httptest"
 
 	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/internal/memstore"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
-	"github.com/agentry-dev/agentry/store/memstore"
 	"github.com/agentry-dev/agentry/workflow"
 	"github.com/agentry-dev/agentry/workflow/uaipagent"
 )

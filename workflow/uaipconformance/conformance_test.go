@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/internal/builtin"
-	"github.com/agentry-dev/agentry/store/memstore"
+	"github.com/agentry-dev/agentry/internal/memstore"
 	"github.com/agentry-dev/agentry/workflow"
 	"github.com/agentry-dev/agentry/workflow/uaipconformance"
 )

@@ -1,0 +1,488 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"iter"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Journal returns a govern.Journal (UAICP-0.3 §5.4) and govern.RunReader
+// kept in the store: one row per record in governance_journal (seq, the
+// request_id it is indexed by, its unique key under a UNIQUE constraint,
+// and the record's JSON line as the file journal writes it), and the
+// chain's head — last seq and hash — in the one row of
+// governance_journal_head.
+//
+// Every append is one transaction that locks the head (SELECT … FOR
+// UPDATE on PostgreSQL; SQLite has one writer at a time), seals the
+// records after it, inserts them and moves the head: so several processes
+// on one PostgreSQL database keep one chain, and nothing else ever writes
+// it. A record whose unique key is taken makes its Append append nothing
+// and fail with govern.ErrDuplicate.
+//
+// Every Append is durable when it returns — sync=false is treated as
+// sync: a transaction commit is the cheapest durable step the database
+// offers. Concurrent Appends on one Journal value are group-committed:
+// those arriving while a transaction commits share the next one (one
+// fsync), each keeping its own outcome, so a duplicate in one append does
+// not fail the others. Share one value, rather than calling Journal for
+// each user.
+//
+// Records reads in pages of 512 rows; RunRecords by the request_id index.
+// Close ends this value's use; the database stays open until Store.Close.
+func (s *Store) Journal() govern.Journal { return &sqlJournal{s: s} }
+
+// journalPage is how many rows one query of Records reads.
+const journalPage = 512
+
+// maxJournalBatch bounds the appends one transaction commits.
+const maxJournalBatch = 256
+
+// insertRows bounds the rows of one INSERT statement (4 parameters each).
+const insertRows = 128
+
+type sqlJournal struct {
+	s *Store
+
+	mu     sync.Mutex
+	closed bool
+	queue  []*journalAppend
+	busy   bool // an Append is committing: the others queue
+}
+
+// A journalAppend is one Append waiting for its transaction.
+type journalAppend struct {
+	recs []*govern.Record
+	done chan error    // its outcome
+	lead chan struct{} // it is to commit the next batch
+}
+
+// errJournalClosed is the error of a closed Journal value.
+var errJournalClosed = errors.New("sqlstore: journal closed")
+
+func (j *sqlJournal) Append(ctx context.Context, _ bool, recs ...*govern.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := uniqueWithin(recs); err != nil {
+		return err
+	}
+	a := &journalAppend{recs: recs, done: make(chan error, 1), lead: make(chan struct{}, 1)}
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return errJournalClosed
+	}
+	if len(recs) == 0 {
+		j.mu.Unlock()
+		return nil // every append is durable already
+	}
+	j.queue = append(j.queue, a)
+	if j.busy {
+		j.mu.Unlock()
+		select {
+		case err := <-a.done:
+			return err
+		case <-a.lead:
+		}
+	} else {
+		j.busy = true
+		j.mu.Unlock()
+	}
+	// This Append leads: it is first in the queue; it commits the batch
+	// queued behind it and hands the lead to the next waiting Append.
+	j.mu.Lock()
+	n := min(len(j.queue), maxJournalBatch)
+	batch := j.queue[:n:n]
+	j.queue = j.queue[n:]
+	j.mu.Unlock()
+	j.commit(batch)
+	j.mu.Lock()
+	if len(j.queue) > 0 {
+		next := j.queue[0]
+		j.mu.Unlock()
+		next.lead <- struct{}{}
+	} else {
+		j.busy = false
+		j.mu.Unlock()
+	}
+	return <-a.done
+}
+
+// uniqueWithin refuses a batch repeating a unique key.
+func uniqueWithin(recs []*govern.Record) error {
+	var seen map[string]bool
+	for _, r := range recs {
+		if r.Unique == "" {
+			continue
+		}
+		if seen[r.Unique] {
+			return fmt.Errorf("sqlstore: journal: unique key %q: %w", r.Unique, govern.ErrDuplicate)
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[r.Unique] = true
+	}
+	return nil
+}
+
+// commit appends a batch in one transaction and tells each Append its
+// outcome. When a statement fails (which on PostgreSQL aborts the
+// transaction), each Append is retried alone, so that the failure is only
+// its own.
+func (j *sqlJournal) commit(batch []*journalAppend) {
+	out := make([]error, len(batch))
+	inStatement, err := j.apply(batch, out)
+	switch {
+	case err != nil && inStatement && len(batch) > 1:
+		for i := range batch {
+			if _, err := j.apply(batch[i:i+1], out[i:i+1]); err != nil {
+				out[i] = err
+			}
+		}
+	case err != nil:
+		for i := range out {
+			out[i] = err
+		}
+	}
+	for i, a := range batch {
+		a.done <- out[i]
+	}
+}
+
+// apply runs one transaction appending the batch's records after the
+// head, setting each Append's own outcome (nil, ErrDuplicate, a record
+// that cannot be sealed) in out. An error is the transaction's: nothing
+// of it is stored (unless it came from the commit, which may have
+// happened); inStatement tells that a statement failed.
+func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), txTimeout)
+	defer cancel()
+	defer func() {
+		if err != nil && ctx.Err() != nil {
+			inStatement, err = false, errors.New("sqlstore: journal append: the transaction timed out")
+		}
+	}()
+	unlock, err := j.s.lockWrites(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	tx, err := j.s.db.BeginTx(ctx, nil) // SQLite: BEGIN IMMEDIATE
+	if err != nil {
+		return false, fmt.Errorf("sqlstore: journal append: %w", err)
+	}
+	defer tx.Rollback()
+	headQuery := `SELECT seq, hash FROM governance_journal_head WHERE id = 1`
+	if j.s.dialect == postgres {
+		headQuery += ` FOR UPDATE` // one chain across processes
+	}
+	var (
+		seq  int64
+		hash string
+	)
+	if err := tx.QueryRowContext(ctx, headQuery).Scan(&seq, &hash); err != nil {
+		return false, fmt.Errorf("sqlstore: journal append: read the head: %w", err)
+	}
+	taken, err := takenKeys(ctx, tx, batch)
+	if err != nil {
+		return true, err
+	}
+	var prev *govern.Record
+	if seq > 0 {
+		prev = &govern.Record{Seq: uint64(seq), Hash: hash}
+	}
+	var rows []any
+	for i, a := range batch {
+		if out[i] = checkTaken(a.recs, taken); out[i] != nil {
+			continue
+		}
+		var add []any
+		p := prev
+		for _, r := range a.recs {
+			if err := govern.Seal(p, r); err != nil {
+				out[i] = err
+				break
+			}
+			line, err := journal.AppendRecord(nil, r)
+			if err != nil {
+				out[i] = err
+				break
+			}
+			var unique any
+			if r.Unique != "" {
+				unique = r.Unique
+			}
+			add = append(add, int64(r.Seq), r.RequestID, unique, string(line[:len(line)-1]))
+			p = r
+		}
+		if out[i] != nil {
+			continue
+		}
+		rows = append(rows, add...)
+		prev = p
+		for _, r := range a.recs {
+			if r.Unique != "" {
+				taken[r.Unique] = true
+			}
+		}
+	}
+	if len(rows) == 0 {
+		return false, nil
+	}
+	for len(rows) > 0 {
+		n := min(len(rows), 4*insertRows)
+		if _, err := tx.ExecContext(ctx, insertQuery(n/4), rows[:n]...); err != nil {
+			if isUniqueViolation(err) {
+				err = fmt.Errorf("sqlstore: journal append: %w (%v)", govern.ErrDuplicate, err)
+			}
+			return true, fmt.Errorf("sqlstore: journal append: %w", err)
+		}
+		rows = rows[n:]
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE governance_journal_head SET seq = $1, hash = $2 WHERE id = 1`, int64(prev.Seq), prev.Hash); err != nil {
+		return true, fmt.Errorf("sqlstore: journal append: move the head: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("sqlstore: journal append: commit: %w", err)
+	}
+	return false, nil
+}
+
+// takenKeys returns which of the batch's unique keys the journal holds.
+// The head lock makes the answer hold until the commit.
+func takenKeys(ctx context.Context, tx *sql.Tx, batch []*journalAppend) (map[string]bool, error) {
+	taken := map[string]bool{}
+	var keys []any
+	for _, a := range batch {
+		for _, r := range a.recs {
+			if r.Unique != "" {
+				keys = append(keys, r.Unique)
+			}
+		}
+	}
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		var q strings.Builder
+		q.WriteString(`SELECT unique_key FROM governance_journal WHERE unique_key IN (`)
+		for i := range n {
+			if i > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteString("$" + strconv.Itoa(i+1))
+		}
+		q.WriteByte(')')
+		rows, err := tx.QueryContext(ctx, q.String(), keys[:n]...)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: journal append: unique keys: %w", err)
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("sqlstore: journal append: unique keys: %w", err)
+			}
+			taken[k] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("sqlstore: journal append: unique keys: %w", err)
+		}
+		keys = keys[n:]
+	}
+	return taken, nil
+}
+
+func checkTaken(recs []*govern.Record, taken map[string]bool) error {
+	for _, r := range recs {
+		if r.Unique != "" && taken[r.Unique] {
+			return fmt.Errorf("sqlstore: journal: unique key %q: %w", r.Unique, govern.ErrDuplicate)
+		}
+	}
+	return nil
+}
+
+// insertQuery returns an INSERT of n journal rows.
+func insertQuery(n int) string {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO governance_journal (seq, request_id, unique_key, record) VALUES `)
+	for i := range n {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		b := 4 * i
+		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d)", b+1, b+2, b+3, b+4)
+	}
+	return q.String()
+}
+
+// isUniqueViolation reports whether err is a unique constraint violation
+// (which the head lock and the key check before the insert make
+// unreachable, unless another writer bypassed them).
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "23505"
+	}
+	return strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+func (j *sqlJournal) isClosed() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.closed
+}
+
+func (j *sqlJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.Record, error] {
+	return func(yield func(govern.Record, error) bool) {
+		next := int64(min(max(from, 1), 1<<62))
+		for {
+			if j.isClosed() {
+				yield(govern.Record{}, errJournalClosed)
+				return
+			}
+			page, err := j.page(ctx, next)
+			if err != nil {
+				yield(govern.Record{}, err)
+				return
+			}
+			if len(page) == 0 {
+				return
+			}
+			for _, row := range page {
+				if err := ctx.Err(); err != nil {
+					yield(govern.Record{}, err)
+					return
+				}
+				rec, err := decodeRow(row)
+				if !yield(rec, err) || err != nil {
+					return
+				}
+			}
+			next = page[len(page)-1].seq + 1
+		}
+	}
+}
+
+type journalRow struct {
+	seq    int64
+	record string
+}
+
+// page reads the rows from seq on, at most journalPage, all of them
+// before returning: a caller may append while it iterates (on an
+// in-memory store, through the one connection).
+func (j *sqlJournal) page(ctx context.Context, from int64) ([]journalRow, error) {
+	return j.query(ctx, `SELECT seq, record FROM governance_journal WHERE seq >= $1 ORDER BY seq LIMIT `+strconv.Itoa(journalPage), from)
+}
+
+func (j *sqlJournal) query(ctx context.Context, q string, args ...any) ([]journalRow, error) {
+	rows, err := j.s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: journal: %w", err)
+	}
+	defer rows.Close()
+	var out []journalRow
+	for rows.Next() {
+		var r journalRow
+		if err := rows.Scan(&r.seq, &r.record); err != nil {
+			return nil, fmt.Errorf("sqlstore: journal: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: journal: %w", err)
+	}
+	return out, nil
+}
+
+// decodeRow decodes a row's record; one that does not decode breaks the
+// chain there.
+func decodeRow(row journalRow) (govern.Record, error) {
+	rec, err := journal.DecodeRecord([]byte(row.record))
+	if err != nil {
+		return govern.Record{}, &govern.ChainError{Seq: uint64(row.seq), Reason: "the stored record does not decode: " + err.Error()}
+	}
+	return rec, nil
+}
+
+// RunRecords implements govern.RunReader.
+func (j *sqlJournal) RunRecords(ctx context.Context, requestID string) ([]govern.Record, error) {
+	if j.isClosed() {
+		return nil, errJournalClosed
+	}
+	rows, err := j.query(ctx, `SELECT seq, record FROM governance_journal WHERE request_id = $1 ORDER BY seq`, requestID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]govern.Record, 0, len(rows))
+	for _, row := range rows {
+		rec, err := decodeRow(row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// Close ends the use of this Journal value: Appends still queued are
+// committed, later ones fail. The store stays open.
+func (j *sqlJournal) Close() error {
+	j.mu.Lock()
+	j.closed = true
+	j.mu.Unlock()
+	return nil
+}
+
+// AuditCursor returns a cursor for an audit exporter (govern/audit.Cursor)
+// kept in the store under name: the last journal seq a sink acknowledged,
+// one row of governance_audit_cursors. Several exporters use several
+// names.
+func (s *Store) AuditCursor(name string) *AuditCursor { return &AuditCursor{s: s, name: name} }
+
+// AuditCursor is a persisted export position; see Store.AuditCursor.
+type AuditCursor struct {
+	s    *Store
+	name string
+}
+
+// Load returns the stored seq, 0 when none was stored.
+func (c *AuditCursor) Load(ctx context.Context) (uint64, error) {
+	var seq int64
+	err := c.s.db.QueryRowContext(ctx, `SELECT seq FROM governance_audit_cursors WHERE name = $1`, c.name).Scan(&seq)
+	if isNoRows(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: audit cursor %q: %w", c.name, err)
+	}
+	return uint64(seq), nil
+}
+
+// Store stores seq durably.
+func (c *AuditCursor) Store(ctx context.Context, seq uint64) error {
+	unlock, err := c.s.lockWrites(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := c.s.db.ExecContext(ctx, `
+INSERT INTO governance_audit_cursors (name, seq) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET seq = excluded.seq`, c.name, int64(seq)); err != nil {
+		return fmt.Errorf("sqlstore: audit cursor %q: %w", c.name, err)
+	}
+	return nil
+}
