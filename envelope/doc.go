@@ -31,8 +31,8 @@
 // accept, with formats asserted, and refuse beyond them what would make
 // a signature ambiguous: duplicate member names, invalid UTF-8, escapes
 // of lone surrogates, numbers beyond ±2^53. Every refusal, like every
-// other failure a peer may see, is an *Error carrying a §9 code; the
-// sentinels (ErrUnauthenticated, …) match it with errors.Is.
+// other failure a peer may see, is an *Error carrying a §9 code, and
+// the code matches it with errors.Is (errors.Is(err, CodeUnauthenticated)).
 //
 // The decisions this package takes where the spec is silent or wrong are
 // recorded in docs/spec-notes/uamp.md.

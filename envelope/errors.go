@@ -57,6 +57,11 @@ func (c Code) HTTPStatus() int {
 // 5.04).
 func (c Code) Retryable() bool { return codeInfo[c].retry }
 
+// Error returns the code as written ("5.04"), so that a code formats as
+// itself; it makes a code usable with errors.Is: errors.Is(err, CodeBusy)
+// holds for every *Error with code 5.04.
+func (c Code) Error() string { return string(c) }
+
 // known reports whether c is one of the codes above.
 func (c Code) known() bool {
 	_, ok := codeInfo[c]
@@ -68,9 +73,8 @@ func (c Code) known() bool {
 // message, retry}); the cause it may wrap is for local logs only and is
 // never written.
 //
-// errors.Is(err, ErrUnauthenticated) holds for every *Error with code
-// 4.01, and likewise for the other sentinels; errors.As gives the
-// *Error.
+// errors.Is(err, CodeUnauthenticated) holds for every *Error with code
+// 4.01, and likewise for the other codes; errors.As gives the *Error.
 type Error struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
@@ -81,18 +85,6 @@ type Error struct {
 
 	cause error
 }
-
-// The sentinels, one per code.
-var (
-	ErrBadRequest           = sentinel(CodeBadRequest)
-	ErrUnauthenticated      = sentinel(CodeUnauthenticated)
-	ErrUnauthorized         = sentinel(CodeUnauthorized)
-	ErrMissingDeltaSeq      = sentinel(CodeMissingDeltaSeq)
-	ErrPayloadTooLarge      = sentinel(CodePayloadTooLarge)
-	ErrUnsupportedMediaType = sentinel(CodeUnsupportedMediaType)
-	ErrInternal             = sentinel(CodeInternal)
-	ErrBusy                 = sentinel(CodeBusy)
-)
 
 // Causes wrapped by some errors of this package, for callers that need
 // more than the code.
@@ -107,10 +99,6 @@ var (
 	// (code 4.09, not retryable).
 	ErrTerminal = errors.New("request is in a terminal state")
 )
-
-func sentinel(c Code) *Error {
-	return &Error{Code: c, Message: codeInfo[c].text, Retry: codeInfo[c].retry}
-}
 
 // NewError returns an *Error with code c, the peer-visible message msg
 // and Retry as §9 says for c. cause, which may be nil, is kept for
@@ -135,10 +123,16 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.cause }
 
-// Is reports whether target is an *Error with the same code.
+// Is reports whether target is e's code, or an *Error with the same
+// code.
 func (e *Error) Is(target error) bool {
-	t, ok := target.(*Error)
-	return ok && t.Code == e.Code
+	switch t := target.(type) {
+	case Code:
+		return t == e.Code
+	case *Error:
+		return t.Code == e.Code
+	}
+	return false
 }
 
 // HTTPStatus is e.Code.HTTPStatus().

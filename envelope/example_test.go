@@ -60,7 +60,7 @@ func ExampleVerify() {
 	e.Body.Content = "2+3"
 	err = envelope.Verify(ctx, e, trusted)
 	wireErr := envelope.AsError(err)
-	fmt.Println(errors.Is(err, envelope.ErrUnauthenticated), wireErr.HTTPStatus())
+	fmt.Println(errors.Is(err, envelope.CodeUnauthenticated), wireErr.HTTPStatus())
 	body, _ := json.Marshal(wireErr)
 	fmt.Println(string(body))
 	// Output:

@@ -93,7 +93,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 			if e != nil {
 				t.Fatal("an envelope along with an error")
 			}
-			if errors.Is(err, envelope.ErrUnauthenticated) {
+			if errors.Is(err, envelope.CodeUnauthenticated) {
 				wantOnlySigMissing(t, b)
 				return
 			}

@@ -136,7 +136,7 @@ func TestUAMP_5_CheckPayload(t *testing.T) {
 	}
 	for _, in := range []string{`[1]`, `"x"`, `{"a":1,"a":2}`, `{"a":1}, "x":1`, `{"a":9007199254740993}`, `{"a":"\ud800"}`, `{`, "{\"a\":\"\xff\"}"} {
 		_, err := checkPayload([]byte(in))
-		if !errors.Is(err, envelope.ErrBadRequest) {
+		if !errors.Is(err, envelope.CodeBadRequest) {
 			t.Errorf("checkPayload(%q) = %v, want 4.00", in, err)
 		}
 	}

@@ -284,7 +284,7 @@ func TestUAMP_6_3_SameBytesOverBindings(t *testing.T) {
 					break
 				}
 			}
-			if !errors.Is(err, envelope.ErrUnauthenticated) || !strings.Contains(err.Error(), "replayed") {
+			if !errors.Is(err, envelope.CodeUnauthenticated) || !strings.Contains(err.Error(), "replayed") {
 				t.Fatalf("replayed ask: %v", err)
 			}
 		})

@@ -67,7 +67,7 @@ func TestUAMP_5_WindowBlocksProducer(t *testing.T) {
 			t.Fatal(err)
 		}
 		// An ACK beyond what was sent is refused.
-		if err := s.ack(5); !errors.Is(err, envelope.ErrMissingDeltaSeq) {
+		if err := s.ack(5); !errors.Is(err, envelope.CodeMissingDeltaSeq) {
 			t.Fatalf("ack(5) = %v", err)
 		}
 		// A blocked Send returns when its context ends, not before.
@@ -120,7 +120,7 @@ func TestUAMP_5_ResumeFromLog(t *testing.T) {
 		}
 	}
 	for _, from := range []int64{-1, 5} {
-		if _, err := s.attach(from); !errors.Is(err, envelope.ErrMissingDeltaSeq) {
+		if _, err := s.attach(from); !errors.Is(err, envelope.CodeMissingDeltaSeq) {
 			t.Fatalf("attach(%d) = %v", from, err)
 		}
 	}

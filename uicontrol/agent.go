@@ -670,7 +670,7 @@ func (a *Agent) Resume(ctx context.Context, t Transport) error {
 	}
 	if r.Kind == KindError {
 		err := remoteError(r)
-		if errors.Is(err, ErrUnknownSession) {
+		if errors.Is(err, CodeUnknownSession) {
 			a.finish(err)
 		}
 		return err

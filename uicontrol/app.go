@@ -196,7 +196,7 @@ func (a *App) SetCapabilities(ctx context.Context, doc *CapabilityDocument, reas
 	var wg sync.WaitGroup
 	for i, s := range push {
 		wg.Go(func() {
-			if err := s.emit(ctx, TypeCapabilitiesChanged, p); !errors.Is(err, ErrSessionNotActive) {
+			if err := s.emit(ctx, TypeCapabilitiesChanged, p); !errors.Is(err, CodeSessionNotActive) {
 				errs[i] = err
 			}
 		})

@@ -57,7 +57,7 @@ func TestUIAP_9_CapabilityDocumentRoundTrip(t *testing.T) {
 
 func TestUIAP_9_DecodeCapabilityDocumentRefuses(t *testing.T) {
 	for _, b := range []string{"", "null", "[]", `"x"`, `{"roles":[]`, `{"roles":[],"roles":{}}`, "{\"a\":\"\xff\"}", `{} {}`} {
-		if _, err := uicontrol.DecodeCapabilityDocument([]byte(b)); !errors.Is(err, uicontrol.ErrInvalidMessage) {
+		if _, err := uicontrol.DecodeCapabilityDocument([]byte(b)); !errors.Is(err, uicontrol.CodeInvalidMessage) {
 			t.Errorf("%q: %v", b, err)
 		}
 	}

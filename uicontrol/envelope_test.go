@@ -121,7 +121,7 @@ func TestUIAP_4_1_DecodeEnvelopeRefuses(t *testing.T) {
 				t.Errorf("decoded %+v along with an error", e)
 			}
 			var ue *uicontrol.Error
-			if !errors.As(err, &ue) || !errors.Is(err, uicontrol.ErrInvalidMessage) {
+			if !errors.As(err, &ue) || !errors.Is(err, uicontrol.CodeInvalidMessage) {
 				t.Fatalf("error %v: want an invalid_message *Error", err)
 			}
 			if ue.Details["field"] != tc.field {
@@ -133,12 +133,12 @@ func TestUIAP_4_1_DecodeEnvelopeRefuses(t *testing.T) {
 
 func TestUIAP_4_1_DecodeEnvelopeNotJSON(t *testing.T) {
 	for _, b := range []string{"", "null", "[]", "{", `{"a":1} {}`, "{\"a\":\"\xff\"}", `{"uiap":"0.1","uiap":"0.1"}`} {
-		if _, err := uicontrol.DecodeEnvelope([]byte(b)); !errors.Is(err, uicontrol.ErrInvalidMessage) {
+		if _, err := uicontrol.DecodeEnvelope([]byte(b)); !errors.Is(err, uicontrol.CodeInvalidMessage) {
 			t.Errorf("%q: %v", b, err)
 		}
 	}
 	big := `{"x":"` + strings.Repeat("a", uicontrol.DefaultMaxMessageSize) + `"}`
-	if _, err := uicontrol.DecodeEnvelope([]byte(big)); !errors.Is(err, uicontrol.ErrInvalidMessage) {
+	if _, err := uicontrol.DecodeEnvelope([]byte(big)); !errors.Is(err, uicontrol.CodeInvalidMessage) {
 		t.Errorf("oversize: %v", err)
 	}
 }
@@ -185,25 +185,29 @@ func TestUIAP_4_1_EncodeNilPayload(t *testing.T) {
 }
 
 func TestUIAP_10_Errors(t *testing.T) {
-	codes := map[uicontrol.Code]error{
-		uicontrol.CodeBadRequest: uicontrol.ErrBadRequest, uicontrol.CodeInvalidMessage: uicontrol.ErrInvalidMessage,
-		uicontrol.CodeUnknownMessageType: uicontrol.ErrUnknownMessageType, uicontrol.CodeUnsupportedVersion: uicontrol.ErrUnsupportedVersion,
-		uicontrol.CodeUnsupportedProfile: uicontrol.ErrUnsupportedProfile, uicontrol.CodeUnsupportedExtension: uicontrol.ErrUnsupportedExtension,
-		uicontrol.CodeUnknownSession: uicontrol.ErrUnknownSession, uicontrol.CodeSessionNotActive: uicontrol.ErrSessionNotActive,
-		uicontrol.CodePermissionDenied: uicontrol.ErrPermissionDenied, uicontrol.CodeCapabilityUnavailable: uicontrol.ErrCapabilityUnavailable,
-		uicontrol.CodeTimeout: uicontrol.ErrTimeout, uicontrol.CodeRateLimited: uicontrol.ErrRateLimited,
-		uicontrol.CodeStateConflict: uicontrol.ErrStateConflict, uicontrol.CodeInternalError: uicontrol.ErrInternal,
+	// §10's codes, as the wire spells them.
+	codes := map[uicontrol.Code]string{
+		uicontrol.CodeBadRequest: "bad_request", uicontrol.CodeInvalidMessage: "invalid_message",
+		uicontrol.CodeUnknownMessageType: "unknown_message_type", uicontrol.CodeUnsupportedVersion: "unsupported_version",
+		uicontrol.CodeUnsupportedProfile: "unsupported_profile", uicontrol.CodeUnsupportedExtension: "unsupported_extension",
+		uicontrol.CodeUnknownSession: "unknown_session", uicontrol.CodeSessionNotActive: "session_not_active",
+		uicontrol.CodePermissionDenied: "permission_denied", uicontrol.CodeCapabilityUnavailable: "capability_unavailable",
+		uicontrol.CodeTimeout: "timeout", uicontrol.CodeRateLimited: "rate_limited",
+		uicontrol.CodeStateConflict: "state_conflict", uicontrol.CodeInternalError: "internal_error",
 	}
 	if len(codes) != 14 {
 		t.Fatalf("%d codes, §10 has 14", len(codes))
 	}
-	for code, sentinel := range codes {
-		e := uicontrol.NewError(code, "m")
-		if !errors.Is(e, sentinel) {
-			t.Errorf("%s does not unwrap to its sentinel", code)
+	for code, wire := range codes {
+		if string(code) != wire {
+			t.Errorf("code %q, §10 spells it %q", code, wire)
 		}
-		for other, s := range codes {
-			if other != code && errors.Is(e, s) {
+		e := uicontrol.NewError(code, "m")
+		if !errors.Is(e, code) {
+			t.Errorf("%s does not match its code with errors.Is", code)
+		}
+		for other := range codes {
+			if other != code && errors.Is(e, other) {
 				t.Errorf("%s is also %s", code, other)
 			}
 		}
@@ -215,7 +219,8 @@ func TestUIAP_10_Errors(t *testing.T) {
 			t.Errorf("wire form %s", b)
 		}
 	}
-	if e := uicontrol.NewError("x.vendor.oops", ""); errors.Unwrap(e) != nil || e.Error() != "uiap: x.vendor.oops" {
+	// A vendor code matches as the codes of §10 do.
+	if e := uicontrol.NewError("x.vendor.oops", ""); !errors.Is(e, uicontrol.Code("x.vendor.oops")) || errors.Is(e, uicontrol.CodeInternalError) || e.Error() != "uiap: x.vendor.oops" {
 		t.Errorf("vendor code: %v, unwraps to %v", e, errors.Unwrap(e))
 	}
 }

@@ -28,40 +28,16 @@ const (
 	CodeInternalError         Code = "internal_error"
 )
 
-// One sentinel per error code of §10: every *Error with that code
-// unwraps to it, so errors.Is(err, ErrStateConflict) works on what a
-// call returns, whichever side produced the error.
-var (
-	ErrBadRequest            = errors.New("uiap: bad_request")
-	ErrInvalidMessage        = errors.New("uiap: invalid_message")
-	ErrUnknownMessageType    = errors.New("uiap: unknown_message_type")
-	ErrUnsupportedVersion    = errors.New("uiap: unsupported_version")
-	ErrUnsupportedProfile    = errors.New("uiap: unsupported_profile")
-	ErrUnsupportedExtension  = errors.New("uiap: unsupported_extension")
-	ErrUnknownSession        = errors.New("uiap: unknown_session")
-	ErrSessionNotActive      = errors.New("uiap: session_not_active")
-	ErrPermissionDenied      = errors.New("uiap: permission_denied")
-	ErrCapabilityUnavailable = errors.New("uiap: capability_unavailable")
-	ErrTimeout               = errors.New("uiap: timeout")
-	ErrRateLimited           = errors.New("uiap: rate_limited")
-	ErrStateConflict         = errors.New("uiap: state_conflict")
-	ErrInternal              = errors.New("uiap: internal_error")
-)
-
-var sentinels = map[Code]error{
-	CodeBadRequest: ErrBadRequest, CodeInvalidMessage: ErrInvalidMessage,
-	CodeUnknownMessageType: ErrUnknownMessageType, CodeUnsupportedVersion: ErrUnsupportedVersion,
-	CodeUnsupportedProfile: ErrUnsupportedProfile, CodeUnsupportedExtension: ErrUnsupportedExtension,
-	CodeUnknownSession: ErrUnknownSession, CodeSessionNotActive: ErrSessionNotActive,
-	CodePermissionDenied: ErrPermissionDenied, CodeCapabilityUnavailable: ErrCapabilityUnavailable,
-	CodeTimeout: ErrTimeout, CodeRateLimited: ErrRateLimited,
-	CodeStateConflict: ErrStateConflict, CodeInternalError: ErrInternal,
-}
+// Error returns the code as written ("state_conflict"), so that a code
+// formats as itself; it makes a code usable with errors.Is: every *Error
+// unwraps to its code, so errors.Is(err, CodeStateConflict) works on
+// what a call returns, whichever side produced the error.
+func (c Code) Error() string { return string(c) }
 
 // Error is a UIAP error: the payload of a kind="error" message
 // (UIAPErrorPayload, §10). Errors a peer sends arrive as *Error; an app's
-// HandlerFunc returns one to answer with that code. It unwraps to the
-// sentinel of its code (nil for codes §10 does not define).
+// HandlerFunc returns one to answer with that code. It unwraps to its
+// Code, so errors.Is(err, CodeTimeout) matches it.
 type Error struct {
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
@@ -93,8 +69,13 @@ func (e *Error) Error() string {
 	return "uiap: " + string(e.Code) + ": " + e.Message
 }
 
-// Unwrap returns the sentinel of the error's code.
-func (e *Error) Unwrap() error { return sentinels[e.Code] }
+// Unwrap returns the error's code.
+func (e *Error) Unwrap() error {
+	if e.Code == "" {
+		return nil
+	}
+	return e.Code
+}
 
 // with returns e with a detail added.
 func (e *Error) with(key string, value any) *Error {

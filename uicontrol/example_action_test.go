@@ -65,7 +65,7 @@ func ExampleAgent_CallAction() {
 	fmt.Println(res.State, string(res.Result), err)
 
 	_, err = agent.CallAction(ctx, &uicontrol.ActionRequest{ActionID: "cart.empty"}, nil)
-	fmt.Println(errors.Is(err, uicontrol.ErrCapabilityUnavailable))
+	fmt.Println(errors.Is(err, uicontrol.CodeCapabilityUnavailable))
 	// Output:
 	// started EXECUTING
 	// progress EXECUTING 0.5 looking up A-1

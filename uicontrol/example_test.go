@@ -51,7 +51,7 @@ func Example() {
 	fmt.Println(r.Type, string(r.Payload))
 
 	_, err = agent.Call(ctx, &uicontrol.Request{Type: "x.shop.cart.add"})
-	fmt.Println(errors.Is(err, uicontrol.ErrBadRequest), err)
+	fmt.Println(errors.Is(err, uicontrol.CodeBadRequest), err)
 
 	fmt.Println(agent.Terminate(ctx, "normal"), agent.State())
 	// Output:

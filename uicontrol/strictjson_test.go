@@ -33,7 +33,7 @@ func TestUIAP_4_1_DecodeEnvelopeRefusesUnreadableText(t *testing.T) {
 	for _, tc := range hostileMessages {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := uicontrol.DecodeEnvelope([]byte(tc.msg))
-			if e != nil || !errors.Is(err, uicontrol.ErrInvalidMessage) {
+			if e != nil || !errors.Is(err, uicontrol.CodeInvalidMessage) {
 				t.Fatalf("DecodeEnvelope = %+v, %v; want an invalid_message error", e, err)
 			}
 		})

@@ -99,7 +99,7 @@ func uiapClients(t *testing.T, ctx context.Context, srv *inProcessServe) map[str
 func wantRateLimited(t *testing.T, what string, err error) {
 	t.Helper()
 	var ue *uicontrol.Error
-	if !errors.Is(err, uicontrol.ErrRateLimited) || !errors.As(err, &ue) || !ue.Retryable {
+	if !errors.Is(err, uicontrol.CodeRateLimited) || !errors.As(err, &ue) || !ue.Retryable {
 		t.Fatalf("%s: %v, want rate_limited and retryable", what, err)
 	}
 	if wait, ok := uicontrol.RetryAfter(err); !ok || wait < 900*time.Second || wait > 1000*time.Second {

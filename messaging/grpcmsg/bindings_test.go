@@ -139,7 +139,7 @@ func TestUAMP_7_SameBytesEveryBinding(t *testing.T) {
 				switch {
 				case j == 0 && err != nil:
 					t.Fatalf("%s: %v", bc.name, err)
-				case j > 0 && (!errors.Is(err, envelope.ErrUnauthenticated) || !strings.Contains(err.Error(), "replayed")):
+				case j > 0 && (!errors.Is(err, envelope.CodeUnauthenticated) || !strings.Contains(err.Error(), "replayed")):
 					t.Fatalf("%s after %s: %v", bc.name, order[0].name, err)
 				}
 			}

@@ -187,7 +187,7 @@ func TestUAMP_9_GRPCRefusalThroughClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, err := range reply.Deltas() {
-		if !errors.Is(err, envelope.ErrUnauthenticated) {
+		if !errors.Is(err, envelope.CodeUnauthenticated) {
 			t.Fatalf("first result %v", err)
 		}
 		break

@@ -157,7 +157,7 @@ func (h *agentHandler) ServeUAMP(ctx context.Context, req *envelope.Envelope, s 
 	payload, err := json.Marshal(done)
 	if err == nil && len(payload) <= maxProgressEvent {
 		err = s.Send(ctx, envelope.DeltaDone, payload)
-		if err == nil || ctx.Err() != nil || !errors.Is(err, envelope.ErrBadRequest) {
+		if err == nil || ctx.Err() != nil || !errors.Is(err, envelope.CodeBadRequest) {
 			return err
 		}
 	}
@@ -193,7 +193,7 @@ func (h *agentHandler) forward(ctx context.Context, s *messaging.Stream, ev agen
 		payload = withoutData(ev)
 	}
 	err = s.Send(ctx, envelope.DeltaProgress, payload)
-	if err != nil && ctx.Err() == nil && errors.Is(err, envelope.ErrBadRequest) {
+	if err != nil && ctx.Err() == nil && errors.Is(err, envelope.CodeBadRequest) {
 		// A value the strict delta decoders refuse (a number beyond
 		// 2^53): the event goes without its data.
 		err = s.Send(ctx, envelope.DeltaProgress, withoutData(ev))

@@ -259,10 +259,10 @@ func testActionNotNegotiated(h *h) {
 
 	// The Agent refuses locally.
 	a := h.agent(h.app(nil), nil)
-	if _, err := a.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: actionEcho}, nil); !errors.Is(err, uicontrol.ErrUnsupportedExtension) {
+	if _, err := a.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: actionEcho}, nil); !errors.Is(err, uicontrol.CodeUnsupportedExtension) {
 		h.Errorf("CallAction without the extension: %v", err)
 	}
-	if err := a.CancelAction(h.ctx(), "r", ""); !errors.Is(err, uicontrol.ErrUnsupportedExtension) {
+	if err := a.CancelAction(h.ctx(), "r", ""); !errors.Is(err, uicontrol.CodeUnsupportedExtension) {
 		h.Errorf("CancelAction without the extension: %v", err)
 	}
 }
@@ -431,15 +431,15 @@ func testAgentCallAction(h *h) {
 		h.Errorf("failing action: %+v, %v", res, err)
 	}
 	_, err = a.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: "test.nope"}, nil)
-	if !errors.Is(err, uicontrol.ErrCapabilityUnavailable) {
+	if !errors.Is(err, uicontrol.CodeCapabilityUnavailable) {
 		h.Errorf("unknown action: %v", err)
 	}
 	_, err = a.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: actionEcho, Args: []int{1}}, nil)
-	if !errors.Is(err, uicontrol.ErrInvalidMessage) {
+	if !errors.Is(err, uicontrol.CodeInvalidMessage) {
 		h.Errorf("args not an object: %v", err)
 	}
 	res, err = a.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: actionWait, Timeout: 2 * time.Second}, nil)
-	if !errors.Is(err, uicontrol.ErrTimeout) || res.State != uicontrol.ActionFailed {
+	if !errors.Is(err, uicontrol.CodeTimeout) || res.State != uicontrol.ActionFailed {
 		h.Errorf("timed out action: %+v, %v", res, err)
 	}
 }
@@ -468,7 +468,7 @@ func testAgentCancel(h *h) {
 	if err := <-done; !errors.Is(err, uicontrol.ErrActionCancelled) {
 		h.Errorf("CallAction after CancelAction: %v", err)
 	}
-	if err := a.CancelAction(h.ctx(), requestID, "again"); !errors.Is(err, uicontrol.ErrStateConflict) {
+	if err := a.CancelAction(h.ctx(), requestID, "again"); !errors.Is(err, uicontrol.CodeStateConflict) {
 		h.Errorf("cancelling a finished action: %v", err)
 	}
 
@@ -483,7 +483,7 @@ func testAgentCancel(h *h) {
 		h.Errorf("CallAction whose context ended: %v", err)
 	}
 	synctest.Wait() // the action.cancel sent in the background is answered, the action stops
-	if err := a.CancelAction(h.ctx(), requestID, ""); !errors.Is(err, uicontrol.ErrStateConflict) {
+	if err := a.CancelAction(h.ctx(), requestID, ""); !errors.Is(err, uicontrol.CodeStateConflict) {
 		h.Errorf("the action still runs after its caller gave up: %v", err)
 	}
 }

@@ -77,7 +77,7 @@ func testMissedPongsApp(h *h) {
 	if d := time.Since(start); d != 3*beat {
 		h.Errorf("terminated after %v, want %v", d, 3*beat)
 	}
-	if !errors.Is(s.Err(), uicontrol.ErrTimeout) {
+	if !errors.Is(s.Err(), uicontrol.CodeTimeout) {
 		h.Errorf("Err = %v", s.Err())
 	}
 	got := p.closed()
@@ -116,7 +116,7 @@ func testMissedPongsAgent(h *h) {
 	if d := time.Since(start); d != 4*beat {
 		h.Errorf("terminated after %v, want %v", d, 4*beat)
 	}
-	if !errors.Is(a.Err(), uicontrol.ErrTimeout) {
+	if !errors.Is(a.Err(), uicontrol.CodeTimeout) {
 		h.Errorf("Err = %v", a.Err())
 	}
 	if got := p.closed(); len(got) != 3 {

@@ -333,7 +333,7 @@ func testAgentChecksInitialized(h *h) {
 	e := p.msg("error", "error", msg{"code": "unsupported_version", "message": "no", "details": msg{"supportedVersions": []any{"2.0"}}})
 	e["correlationId"] = init["id"]
 	p.send(e)
-	if err := <-done; !errors.Is(err, uicontrol.ErrUnsupportedVersion) {
+	if err := <-done; !errors.Is(err, uicontrol.CodeUnsupportedVersion) {
 		h.Errorf("Connect after an error answer: %v", err)
 	}
 }

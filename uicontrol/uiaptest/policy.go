@@ -176,18 +176,18 @@ func testPolicyAgentConfirms(h *h) {
 		h.Errorf("asked %+v", asked)
 	}
 	res, err = a.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: actionPay}, nil)
-	if !errors.Is(err, uicontrol.ErrPermissionDenied) || res == nil || res.State != uicontrol.ActionFailed {
+	if !errors.Is(err, uicontrol.CodePermissionDenied) || res == nil || res.State != uicontrol.ActionFailed {
 		h.Errorf("declined: %+v, %v", res, err)
 	}
 	opts.Confirm = func(ctx context.Context, c *uicontrol.ActionConfirmation) (bool, error) {
 		return false, errors.New("the confirmer is broken")
 	}
 	b := h.agent(app, opts)
-	if _, err := b.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: actionPay}, nil); !errors.Is(err, uicontrol.ErrPermissionDenied) {
+	if _, err := b.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: actionPay}, nil); !errors.Is(err, uicontrol.CodePermissionDenied) {
 		h.Errorf("confirmer failing: %v", err)
 	}
 	c := h.agent(app, actionAgentOptions())
-	if _, err := c.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: actionPay}, nil); !errors.Is(err, uicontrol.ErrPermissionDenied) {
+	if _, err := c.CallAction(h.ctx(), &uicontrol.ActionRequest{ActionID: actionPay}, nil); !errors.Is(err, uicontrol.CodePermissionDenied) {
 		h.Errorf("no confirmer: %v", err)
 	}
 }

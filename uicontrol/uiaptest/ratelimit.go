@@ -124,7 +124,7 @@ func testRateLimitedAgent(h *h) {
 	}
 	_, err := a.Call(h.ctx(), &uicontrol.Request{Type: typeEcho})
 	var ue *uicontrol.Error
-	if !errors.Is(err, uicontrol.ErrRateLimited) || !errors.As(err, &ue) || !ue.Retryable {
+	if !errors.Is(err, uicontrol.CodeRateLimited) || !errors.As(err, &ue) || !ue.Retryable {
 		h.Fatalf("over the limit: %v", err)
 	}
 	wait, ok := uicontrol.RetryAfter(err)

@@ -155,7 +155,7 @@ func testResumeExpired(h *h) {
 	h.Cleanup(func() { _ = a.Close() })
 	lose(h, end)
 	time.Sleep(resumeAfter + time.Second)
-	if err := a.Resume(h.ctx(), h.connect(app)); !errors.Is(err, uicontrol.ErrUnknownSession) {
+	if err := a.Resume(h.ctx(), h.connect(app)); !errors.Is(err, uicontrol.CodeUnknownSession) {
 		h.Errorf("Resume after the window: %v", err)
 	}
 	if a.State() != uicontrol.StateTerminated {

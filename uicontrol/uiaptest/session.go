@@ -154,10 +154,10 @@ func testAppInterrupts(h *h) {
 	if a.State() != uicontrol.StateInterrupted || s.State() != uicontrol.StateInterrupted {
 		h.Fatalf("states after interrupt: agent %v, app %v", a.State(), s.State())
 	}
-	if _, err := a.GetCapabilities(h.ctx()); !errors.Is(err, uicontrol.ErrSessionNotActive) {
+	if _, err := a.GetCapabilities(h.ctx()); !errors.Is(err, uicontrol.CodeSessionNotActive) {
 		h.Errorf("GetCapabilities while interrupted: %v", err)
 	}
-	if err := s.Interrupt(h.ctx(), "again", "user"); !errors.Is(err, uicontrol.ErrSessionNotActive) {
+	if err := s.Interrupt(h.ctx(), "again", "user"); !errors.Is(err, uicontrol.CodeSessionNotActive) {
 		h.Errorf("second Interrupt: %v", err)
 	}
 	if err := a.Ping(h.ctx()); err != nil {
@@ -215,10 +215,10 @@ func testAgentTerminates(h *h) {
 	if a.State() != uicontrol.StateTerminated || s.State() != uicontrol.StateTerminated || s.Err() != nil || a.Err() != nil {
 		h.Errorf("after terminate: agent %v (%v), app %v (%v)", a.State(), a.Err(), s.State(), s.Err())
 	}
-	if _, err := a.GetCapabilities(h.ctx()); !errors.Is(err, uicontrol.ErrSessionNotActive) {
+	if _, err := a.GetCapabilities(h.ctx()); !errors.Is(err, uicontrol.CodeSessionNotActive) {
 		h.Errorf("GetCapabilities after terminate: %v", err)
 	}
-	if err := a.Resume(h.ctx(), nil); !errors.Is(err, uicontrol.ErrStateConflict) {
+	if err := a.Resume(h.ctx(), nil); !errors.Is(err, uicontrol.CodeStateConflict) {
 		h.Errorf("Resume after terminate: %v", err)
 	}
 }
@@ -234,7 +234,7 @@ func testAppTerminates(h *h) {
 	if a.State() != uicontrol.StateTerminated || a.Err() != nil || s.State() != uicontrol.StateTerminated {
 		h.Errorf("after terminate: agent %v (%v), app %v", a.State(), a.Err(), s.State())
 	}
-	if err := s.Emit(h.ctx(), "x.test.happened", nil); !errors.Is(err, uicontrol.ErrSessionNotActive) {
+	if err := s.Emit(h.ctx(), "x.test.happened", nil); !errors.Is(err, uicontrol.CodeSessionNotActive) {
 		h.Errorf("Emit after terminate: %v", err)
 	}
 }

@@ -114,7 +114,7 @@ func shop(t *testing.T, engine *workflow.Engine, a *uicontrol.Agent) {
 	}
 	// UAIP's stage rules hold: a task of another stage is refused.
 	_, err = a.CallAction(ctx, &uicontrol.ActionRequest{ActionID: "add_to_cart", Args: map[string]any{"product_id": "SKU-001", "quantity": 1}}, nil)
-	if !errors.Is(err, uicontrol.ErrStateConflict) {
+	if !errors.Is(err, uicontrol.CodeStateConflict) {
 		t.Errorf("add_to_cart in browse: %v, want state_conflict", err)
 	}
 
