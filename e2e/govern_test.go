@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentry-dev/agentry/govern/schema"
+	"github.com/agentry-dev/agentry/internal/uaicpschema"
 )
 
 // runView is what GET /v1/runs/{id} answers, the part the tests read.
@@ -50,7 +50,7 @@ func decodeRun(t *testing.T, body []byte) runView {
 	if err := json.Unmarshal(body, &raw); err != nil || len(raw.Envelope) == 0 {
 		t.Fatalf("run without an envelope: %s", body)
 	}
-	if err := schema.ValidateEnvelope(raw.Envelope); err != nil {
+	if err := uaicpschema.ValidateEnvelope(raw.Envelope); err != nil {
 		t.Errorf("the run's envelope does not validate: %v\n%s", err, raw.Envelope)
 	}
 	return decodeJSON[runView](t, "run", string(body))

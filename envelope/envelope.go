@@ -90,7 +90,7 @@ type Body struct {
 // New returns an unsigned envelope with a new id (NewID) and the current
 // time (Now).
 func New(from string, to []string, intent Intent, body Body) *Envelope {
-	return &Envelope{ID: NewID(), TS: Now(), From: from, To: to, Intent: intent, Body: body}
+	return &Envelope{ID: newID(), TS: now(), From: from, To: to, Intent: intent, Body: body}
 }
 
 // Window returns DeltaWindow, or 64 (the schema's default) when it is absent.

@@ -6,13 +6,17 @@ package envelope
 const MaxCapTokenSize = maxCapTokenSize
 
 var (
-	ScopeCovers    = scopeCovers
-	ParseSignature = parseCompactJWS
-	OpenReplayFile = openReplayFile
-	IntentEvent    = intentEvent
-	Intents        = allIntents
-	Events         = allEvents
-	States         = allStates
+	ValidateEnvelope = validateEnvelope
+	ValidateDelta    = validateDelta
+	ValidateManifest = validateManifest
+	NewID            = newID
+	ScopeCovers      = scopeCovers
+	ParseSignature   = parseCompactJWS
+	OpenReplayFile   = openReplayFile
+	IntentEvent      = intentEvent
+	Intents          = allIntents
+	Events           = allEvents
+	States           = allStates
 )
 
 func (e *Envelope) Canonical() ([]byte, error) { return e.canonical() }

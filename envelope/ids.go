@@ -12,13 +12,13 @@ import (
 // milliseconds ("2025-07-10T13:37:05.000Z").
 const TimeFormat = "2006-01-02T15:04:05.000Z"
 
-// NewID returns a new envelope id: a random (version 4) UUID in its URN
+// newID returns a new envelope id: a random (version 4) UUID in its URN
 // form, "urn:uuid:…" (DESIGN §5). Tests make it deterministic with
 // internal/ids.Set.
-func NewID() string { return "urn:uuid:" + ids.New() }
+func newID() string { return "urn:uuid:" + ids.New() }
 
-// Now returns the current time as ts is written (TimeFormat).
-func Now() string { return formatTime(ids.Now()) }
+// now returns the current time as ts is written (TimeFormat).
+func now() string { return formatTime(ids.Now()) }
 
 // formatTime writes t as TimeFormat, in UTC.
 func formatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }

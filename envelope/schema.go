@@ -5,8 +5,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"github.com/agentry-dev/agentry/internal/schemas"
 	"sync"
+
+	"github.com/agentry-dev/agentry/internal/schemas"
 
 	"github.com/agentry-dev/agentry/internal/schemafail"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -74,21 +75,21 @@ func (e *ValidationError) Error() string {
 	return schemafail.Describe(e.Schema, e.Failures)
 }
 
-// ValidateEnvelope validates the JSON text b against the envelope schema
+// validateEnvelope validates the JSON text b against the envelope schema
 // (A.1) with formats asserted and ids accepted bare or as urn:uuid:. It
 // checks the schema only: Decode applies it and the stricter rules of
 // this package. A mismatch is a *ValidationError.
-func ValidateEnvelope(b []byte) error {
+func validateEnvelope(b []byte) error {
 	return validateText(embeddedSchemas().envelope, envelopeSchema, b)
 }
 
-// ValidateDelta validates b against the delta schema (A.2), like
-// ValidateEnvelope.
-func ValidateDelta(b []byte) error { return validateText(embeddedSchemas().delta, deltaSchema, b) }
+// validateDelta validates b against the delta schema (A.2), like
+// validateEnvelope.
+func validateDelta(b []byte) error { return validateText(embeddedSchemas().delta, deltaSchema, b) }
 
-// ValidateManifest validates b against the corrected manifest schema
-// (A.3), like ValidateEnvelope.
-func ValidateManifest(b []byte) error {
+// validateManifest validates b against the corrected manifest schema
+// (A.3), like validateEnvelope.
+func validateManifest(b []byte) error {
 	return validateText(embeddedSchemas().manifest, manifestSchema, b)
 }
 

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/schema"
+	"github.com/agentry-dev/agentry/internal/uaicpschema"
 )
 
 var bg = context.Background()
@@ -184,7 +184,7 @@ func checkAudit(t testing.TB, j govern.Journal) {
 		}
 	}
 	// The contract objects the records embed validate too.
-	if err := schema.CheckRecords(recs); err != nil {
+	if err := uaicpschema.CheckRecords(recs); err != nil {
 		t.Errorf("audit: %v", err)
 	}
 }
@@ -194,7 +194,7 @@ func checkAudit(t testing.TB, j govern.Journal) {
 // trace IDs are W3C trace-ids (the schema asks only for a string).
 func checkWire(t testing.TB, v any) {
 	t.Helper()
-	if err := schema.Validate(v); err != nil {
+	if err := uaicpschema.Validate(v); err != nil {
 		t.Errorf("wire: %T: %v", v, err)
 	}
 	var env *govern.Envelope

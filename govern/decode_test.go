@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/schema"
+	"github.com/agentry-dev/agentry/internal/uaicpschema"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -104,7 +104,7 @@ func runDecodeCases[T any](t *testing.T, decode func([]byte) (*T, error), valida
 }
 
 func TestUAICP_6_DecodeFixtures(t *testing.T) {
-	dir := filepath.Join("schema", "testdata", "fixtures")
+	dir := filepath.Join("..", "internal", "uaicpschema", "testdata", "fixtures")
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -223,7 +223,7 @@ func TestDecodeEnvelopeRefuses(t *testing.T) {
 		{"pointer escaping", decWith(t, e, "metadata", `{"a/b~c":{"x":1,"x":2}}`), "/metadata/a~1b~0c/x", "duplicate member"},
 		{"quote in a member name", decWith(t, e, "metadata", `{"a\"b.c":{"x":1,"x":2}}`), "/metadata/a\"b.c/x", "duplicate member"},
 	}
-	runDecodeCases(t, govern.DecodeEnvelope, schema.ValidateEnvelope, cases,
+	runDecodeCases(t, govern.DecodeEnvelope, uaicpschema.ValidateEnvelope, cases,
 		"invalid UTF-8", "lone surrogate", "duplicate member", "duplicate in identity", "duplicate deep in metadata", "pointer escaping", "quote in a member name",
 		"timestamp signed field", "timestamp leap second", "timestamp before year 0 in UTC", "timestamp after year 9999 in UTC",
 		"identity extension beyond float64", "metadata number beyond float64",
@@ -281,10 +281,10 @@ func TestDecodeEnvelopeAccepts(t *testing.T) {
 			if diff := cmp.Diff(tt.want, tt.check(x)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
-			if err := schema.ValidateEnvelope([]byte(tt.doc)); err != nil {
+			if err := uaicpschema.ValidateEnvelope([]byte(tt.doc)); err != nil {
 				t.Errorf("the schema refuses what the decoder accepts: %v", err)
 			}
-			checkRoundTrip(t, x, govern.DecodeEnvelope, schema.ValidateEnvelope)
+			checkRoundTrip(t, x, govern.DecodeEnvelope, uaicpschema.ValidateEnvelope)
 		})
 	}
 }
@@ -341,7 +341,7 @@ func TestDecodeEvidenceRefuses(t *testing.T) {
 		{"extension beyond float64", decWith(t, e, "acme.n", `1e400`), "/acme.n", "cannot be represented"},
 		{"not an object", `"ev-1"`, "", "must be an object, not a string"},
 	}
-	runDecodeCases(t, govern.DecodeEvidence, schema.ValidateEvidence, cases, "duplicate in payload", "extension beyond float64")
+	runDecodeCases(t, govern.DecodeEvidence, uaicpschema.ValidateEvidence, cases, "duplicate in payload", "extension beyond float64")
 }
 
 func TestDecodeEvidenceAccepts(t *testing.T) {
@@ -376,10 +376,10 @@ func TestDecodeEvidenceAccepts(t *testing.T) {
 			if diff := cmp.Diff(tt.extra, x.Extra); diff != "" {
 				t.Errorf("Extra (-want +got):\n%s", diff)
 			}
-			if err := schema.ValidateEvidence([]byte(tt.doc)); err != nil {
+			if err := uaicpschema.ValidateEvidence([]byte(tt.doc)); err != nil {
 				t.Errorf("the schema refuses what the decoder accepts: %v", err)
 			}
-			checkRoundTrip(t, x, govern.DecodeEvidence, schema.ValidateEvidence)
+			checkRoundTrip(t, x, govern.DecodeEvidence, uaicpschema.ValidateEvidence)
 		})
 	}
 }
@@ -409,7 +409,7 @@ func TestDecodeReportRefuses(t *testing.T) {
 		{"generated_at yesterday", decWith(t, r, "generated_at", `"yesterday"`), "/generated_at", "not an RFC 3339 date-time"},
 		{"duplicate in a check", decWith(t, r, "checks", `[{"check_id":"c","result":"pass","result":"fail"}]`), "/checks/0/result", "duplicate member"},
 	}
-	runDecodeCases(t, govern.DecodeReport, schema.ValidateReport, cases, "duplicate in a check")
+	runDecodeCases(t, govern.DecodeReport, uaicpschema.ValidateReport, cases, "duplicate in a check")
 }
 
 func TestDecodeReportAccepts(t *testing.T) {
@@ -428,7 +428,7 @@ func TestDecodeReportAccepts(t *testing.T) {
 	if diff := cmp.Diff(want, x); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
-	checkRoundTrip(t, x, govern.DecodeReport, schema.ValidateReport)
+	checkRoundTrip(t, x, govern.DecodeReport, uaicpschema.ValidateReport)
 
 	x, err = govern.DecodeReport([]byte(decWith(t, decReport, "checks", `[]`)))
 	if err != nil {
@@ -437,7 +437,7 @@ func TestDecodeReportAccepts(t *testing.T) {
 	if x.Checks == nil || len(x.Checks) != 0 || x.EvidenceIDs != nil {
 		t.Errorf("Checks %#v, EvidenceIDs %#v; want empty non-nil, nil", x.Checks, x.EvidenceIDs)
 	}
-	checkRoundTrip(t, x, govern.DecodeReport, schema.ValidateReport)
+	checkRoundTrip(t, x, govern.DecodeReport, uaicpschema.ValidateReport)
 }
 
 func TestDecodeErrorText(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/schema"
+	"github.com/agentry-dev/agentry/internal/uaicpschema"
 	jose "github.com/go-jose/go-jose/v4"
 )
 
@@ -25,7 +25,7 @@ import (
 // names start with prefix.
 func addFileSeeds(f *testing.F, fixturePrefix, goldenPrefix string) {
 	f.Helper()
-	a, _ := filepath.Glob(filepath.Join("schema", "testdata", "fixtures", fixturePrefix+"*.json"))
+	a, _ := filepath.Glob(filepath.Join("..", "internal", "uaicpschema", "testdata", "fixtures", fixturePrefix+"*.json"))
 	b, _ := filepath.Glob(filepath.Join("testdata", "golden", goldenPrefix+"*.json"))
 	if len(a) == 0 || len(b) == 0 {
 		f.Fatalf("no seed files for %s / %s", fixturePrefix, goldenPrefix)
@@ -81,7 +81,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fuzzDecoder(t, b, govern.DecodeEnvelope, schema.ValidateEnvelope)
+		fuzzDecoder(t, b, govern.DecodeEnvelope, uaicpschema.ValidateEnvelope)
 	})
 }
 
@@ -98,7 +98,7 @@ func FuzzDecodeEvidence(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fuzzDecoder(t, b, govern.DecodeEvidence, schema.ValidateEvidence)
+		fuzzDecoder(t, b, govern.DecodeEvidence, uaicpschema.ValidateEvidence)
 	})
 }
 
@@ -114,7 +114,7 @@ func FuzzDecodeReport(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fuzzDecoder(t, b, govern.DecodeReport, schema.ValidateReport)
+		fuzzDecoder(t, b, govern.DecodeReport, uaicpschema.ValidateReport)
 	})
 }
 

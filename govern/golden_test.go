@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/schema"
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/uaicpschema"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -186,7 +186,7 @@ func TestUAICP_6_GoldenJSON(t *testing.T) {
 			if !ok {
 				t.Fatalf("no %s produced", name)
 			}
-			if err := schema.Validate(obj); err != nil {
+			if err := uaicpschema.Validate(obj); err != nil {
 				t.Fatal(err)
 			}
 			b, err := json.Marshal(obj)
@@ -199,13 +199,13 @@ func TestUAICP_6_GoldenJSON(t *testing.T) {
 			switch obj.(type) {
 			case govern.Envelope:
 				back, err = govern.DecodeEnvelope(want)
-				validate = schema.ValidateEnvelope
+				validate = uaicpschema.ValidateEnvelope
 			case govern.Evidence:
 				back, err = govern.DecodeEvidence(want)
-				validate = schema.ValidateEvidence
+				validate = uaicpschema.ValidateEvidence
 			case govern.Report:
 				back, err = govern.DecodeReport(want)
-				validate = schema.ValidateReport
+				validate = uaicpschema.ValidateReport
 			}
 			if err != nil {
 				t.Fatalf("decoding the golden file: %v", err)

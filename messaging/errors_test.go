@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/envelope"
+	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/coder/websocket"
 )
 
@@ -138,7 +139,7 @@ func TestUAMP_9_HTTPMapping(t *testing.T) {
 		}(), 400, envelope.CodeBadRequest},
 		{"409 ACK of an unknown request", withCert, MediaType, func() []byte {
 			e := envelope.New(clientDID, []string{serverDID}, envelope.IntentProgress, envelope.Body{Type: "text/plain"})
-			e.ReplyTo = envelope.NewID()
+			e.ReplyTo = ids.New()
 			e.Ext = map[string]any{"ack_seq": 3.0}
 			return signed(t, e, ck)
 		}(), 409, envelope.CodeMissingDeltaSeq},

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern/governtest"
-	"github.com/agentry-dev/agentry/govern/schema"
+	"github.com/agentry-dev/agentry/internal/uaicpschema"
 )
 
 // The checks of governtest, by the names this package's tests use.
@@ -23,7 +23,7 @@ func checkRunWire(t testing.TB, body []byte) {
 	if err := json.Unmarshal(body, &r); err != nil || len(r.Envelope) == 0 {
 		return // not a run, or no envelope yet: the caller checks what it wanted
 	}
-	if err := schema.ValidateEnvelope(r.Envelope); err != nil {
+	if err := uaicpschema.ValidateEnvelope(r.Envelope); err != nil {
 		t.Errorf("wire: run envelope %s: %v", r.Envelope, err)
 	}
 }

@@ -14,12 +14,12 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/schema"
+	"github.com/agentry-dev/agentry/internal/uaicpschema"
 )
 
 // CheckJournal reads every record of j and returns the first problem: a
 // broken hash chain (govern.VerifyChain) or an object a record carries
-// that does not validate (schema.CheckRecords).
+// that does not validate (uaicpschema.CheckRecords).
 func CheckJournal(ctx context.Context, j govern.Journal) error {
 	if _, err := govern.VerifyChain(ctx, j); err != nil {
 		return err
@@ -31,7 +31,7 @@ func CheckJournal(ctx context.Context, j govern.Journal) error {
 		}
 		recs = append(recs, r)
 	}
-	return schema.CheckRecords(recs)
+	return uaicpschema.CheckRecords(recs)
 }
 
 // AuditJournal registers a check of j (CheckJournal) that runs when the
@@ -53,7 +53,7 @@ func AuditJournal(t testing.TB, j govern.Journal) {
 // schema.
 func CheckWire(t testing.TB, v any) {
 	t.Helper()
-	if err := schema.Validate(v); err != nil {
+	if err := uaicpschema.Validate(v); err != nil {
 		t.Errorf("governtest: %T does not validate: %v", v, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/agentry-dev/agentry/envelope"
+	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/spf13/cobra"
 )
 
@@ -227,7 +228,7 @@ func completeEnvelope(b []byte, defaults []member) (*envelope.Envelope, error) {
 	// The schema requires sig: a placeholder stands in for the one Sign
 	// writes (an existing sig is replaced the same way).
 	var add []byte
-	fill := append([]member{{"id", envelope.NewID()}, {"ts", envelope.Now()}, {"sig", "unsigned"}}, defaults...)
+	fill := append([]member{{"id", "urn:uuid:" + ids.New()}, {"ts", ids.Now().UTC().Format(envelope.TimeFormat)}, {"sig", "unsigned"}}, defaults...)
 	for _, f := range fill {
 		if _, ok := m[f.name]; !ok {
 			v, err := json.Marshal(f.value)

@@ -1,7 +1,7 @@
 // Package schemafail turns a JSON Schema validation error of
 // github.com/santhosh-tekuri/jsonschema/v6 into a flat, ordered list of
 // failures, one per failing keyword, shared by the packages that
-// validate protocol documents against their schemas (govern/schema for
+// validate protocol documents against their schemas (internal/uaicpschema for
 // UAICP, envelope for UAMP).
 package schemafail
 

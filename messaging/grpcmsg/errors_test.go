@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentry-dev/agentry/envelope"
+	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/messaging"
 	"github.com/agentry-dev/agentry/messaging/grpcmsg/internal/uampv1"
 )
@@ -97,7 +98,7 @@ func TestUAMP_9_GRPCMapping(t *testing.T) {
 		{"4.00 deltas from a client", withCert, []*uampv1.Frame{{Kind: &uampv1.Frame_Deltas{Deltas: &uampv1.Deltas{Delta: [][]byte{[]byte(`{}`)}}}}}, envelope.CodeBadRequest, codes.InvalidArgument},
 		{"4.00 empty frame", withCert, []*uampv1.Frame{{}}, envelope.CodeBadRequest, codes.InvalidArgument},
 		{"4.00 half-close without an envelope", withCert, nil, envelope.CodeBadRequest, codes.InvalidArgument},
-		{"4.09 resume of an unknown request", withCert, []*uampv1.Frame{envelopeFrame(ackOf(t, envelope.NewID(), 3))}, envelope.CodeMissingDeltaSeq, codes.FailedPrecondition},
+		{"4.09 resume of an unknown request", withCert, []*uampv1.Frame{envelopeFrame(ackOf(t, ids.New(), 3))}, envelope.CodeMissingDeltaSeq, codes.FailedPrecondition},
 	}
 	// The replayed envelope is accepted once first.
 	ctx := context.Background()

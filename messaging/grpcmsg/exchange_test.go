@@ -186,6 +186,9 @@ func TestUAMP_5_GRPC_ResumeTakesOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(f.GetDeltas().GetDelta()) == 0 {
+		t.Fatalf("DEBUG second frame %v", f)
+	}
 	d, err := envelope.DecodeDelta(f.GetDeltas().GetDelta()[0])
 	if err != nil || d.Seq != 2 {
 		t.Fatalf("resumed at %+v, %v", d, err)

@@ -1,4 +1,4 @@
-package schema_test
+package uaicpschema_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/schema"
+	"github.com/agentry-dev/agentry/internal/uaicpschema"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -52,9 +52,9 @@ func readSchema(t *testing.T, file string) schemaDoc {
 // a failure at path by keyword whose message contains msg.
 func wantFailure(t *testing.T, err error, file, path, keyword, msg string) {
 	t.Helper()
-	var ve *schema.ValidationError
+	var ve *uaicpschema.ValidationError
 	if !errors.As(err, &ve) {
-		t.Fatalf("err = %v, want a *schema.ValidationError", err)
+		t.Fatalf("err = %v, want a *uaicpschema.ValidationError", err)
 	}
 	if ve.Schema != file {
 		t.Errorf("Schema = %q, want %q", ve.Schema, file)
@@ -71,9 +71,9 @@ func wantFailure(t *testing.T, err error, file, path, keyword, msg string) {
 // upstream files (SOURCES.txt): they must not be edited.
 func TestUAICP_6_SchemaFilesVerbatim(t *testing.T) {
 	want := map[string]string{
-		schema.EnvelopeFile: "0bbf783ecc1ecfa83c6f23627312ad4a6e7636ab2436f291f9c62f81010a78f5",
-		schema.EvidenceFile: "3e814dfb06de02d43d5d156706b1181630ad7d6e7355b8b7a9ba150003987230",
-		schema.ReportFile:   "183fb8cd05958dd80f94bd7b9c98a3e564af5cfe40f9b5798d144691ed36cafc",
+		uaicpschema.EnvelopeFile: "0bbf783ecc1ecfa83c6f23627312ad4a6e7636ab2436f291f9c62f81010a78f5",
+		uaicpschema.EvidenceFile: "3e814dfb06de02d43d5d156706b1181630ad7d6e7355b8b7a9ba150003987230",
+		uaicpschema.ReportFile:   "183fb8cd05958dd80f94bd7b9c98a3e564af5cfe40f9b5798d144691ed36cafc",
 	}
 	for file, sum := range want {
 		got := sha256.Sum256(readFile(t, file))
@@ -92,12 +92,12 @@ func TestUAICP_6_Fixtures(t *testing.T) {
 		file     string
 		missing  string // "" for a valid fixture
 	}{
-		{"message-envelope.valid.json", schema.ValidateEnvelope, schema.EnvelopeFile, ""},
-		{"message-envelope.invalid-missing-state.json", schema.ValidateEnvelope, schema.EnvelopeFile, "state"},
-		{"evidence-object.valid.json", schema.ValidateEvidence, schema.EvidenceFile, ""},
-		{"evidence-object.invalid-missing-source.json", schema.ValidateEvidence, schema.EvidenceFile, "source"},
-		{"verification-report.valid.json", schema.ValidateReport, schema.ReportFile, ""},
-		{"verification-report.invalid-missing-checks.json", schema.ValidateReport, schema.ReportFile, "checks"},
+		{"message-envelope.valid.json", uaicpschema.ValidateEnvelope, uaicpschema.EnvelopeFile, ""},
+		{"message-envelope.invalid-missing-state.json", uaicpschema.ValidateEnvelope, uaicpschema.EnvelopeFile, "state"},
+		{"evidence-object.valid.json", uaicpschema.ValidateEvidence, uaicpschema.EvidenceFile, ""},
+		{"evidence-object.invalid-missing-source.json", uaicpschema.ValidateEvidence, uaicpschema.EvidenceFile, "source"},
+		{"verification-report.valid.json", uaicpschema.ValidateReport, uaicpschema.ReportFile, ""},
+		{"verification-report.invalid-missing-checks.json", uaicpschema.ValidateReport, uaicpschema.ReportFile, "checks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,7 +109,7 @@ func TestUAICP_6_Fixtures(t *testing.T) {
 				return
 			}
 			wantFailure(t, err, tt.file, "", "/required", "'"+tt.missing+"'")
-			if n := len(err.(*schema.ValidationError).Failures); n != 1 {
+			if n := len(err.(*uaicpschema.ValidationError).Failures); n != 1 {
 				t.Errorf("%d failures, want only the missing member: %v", n, err)
 			}
 		})
@@ -130,7 +130,7 @@ func TestUAICP_6_Fixtures(t *testing.T) {
 var requiredStates = []string{"intake", "plan", "execute", "verify", "deliver", "fail_safe"}
 
 func TestUAICP_Baseline_Check01_RequiredStatesExactMatch(t *testing.T) {
-	got := readSchema(t, schema.EnvelopeFile).Properties["state"].Enum
+	got := readSchema(t, uaicpschema.EnvelopeFile).Properties["state"].Enum
 	if diff := cmp.Diff(requiredStates, got); diff != "" {
 		t.Errorf("state enum (-want +got):\n%s", diff)
 	}
@@ -151,35 +151,35 @@ func TestUAICP_Baseline_Check01_RequiredStatesExactMatch(t *testing.T) {
 }
 
 func TestUAICP_Baseline_Check02_StateRequiredInEnvelope(t *testing.T) {
-	if req := readSchema(t, schema.EnvelopeFile).Required; !slices.Contains(req, "state") {
+	if req := readSchema(t, uaicpschema.EnvelopeFile).Required; !slices.Contains(req, "state") {
 		t.Errorf("required = %v, want it to contain state", req)
 	}
 }
 
 func TestUAICP_Baseline_Check03_ValidEnvelopePassesSchema(t *testing.T) {
-	if err := schema.ValidateEnvelope(fixture(t, "message-envelope.valid.json")); err != nil {
+	if err := uaicpschema.ValidateEnvelope(fixture(t, "message-envelope.valid.json")); err != nil {
 		t.Error(err)
 	}
 }
 
 func TestUAICP_Baseline_Check04_MissingStateFailsSchema(t *testing.T) {
-	err := schema.ValidateEnvelope(fixture(t, "message-envelope.invalid-missing-state.json"))
-	wantFailure(t, err, schema.EnvelopeFile, "", "/required", "'state'")
+	err := uaicpschema.ValidateEnvelope(fixture(t, "message-envelope.invalid-missing-state.json"))
+	wantFailure(t, err, uaicpschema.EnvelopeFile, "", "/required", "'state'")
 }
 
 func TestUAICP_Baseline_Check05_ValidEvidencePassesSchema(t *testing.T) {
-	if err := schema.ValidateEvidence(fixture(t, "evidence-object.valid.json")); err != nil {
+	if err := uaicpschema.ValidateEvidence(fixture(t, "evidence-object.valid.json")); err != nil {
 		t.Error(err)
 	}
 }
 
 func TestUAICP_Baseline_Check06_MissingSourceFailsSchema(t *testing.T) {
-	err := schema.ValidateEvidence(fixture(t, "evidence-object.invalid-missing-source.json"))
-	wantFailure(t, err, schema.EvidenceFile, "", "/required", "'source'")
+	err := uaicpschema.ValidateEvidence(fixture(t, "evidence-object.invalid-missing-source.json"))
+	wantFailure(t, err, uaicpschema.EvidenceFile, "", "/required", "'source'")
 }
 
 func TestUAICP_Baseline_Check07_ToolResultEnumPresent(t *testing.T) {
-	got := readSchema(t, schema.EvidenceFile).Properties["evidence_type"].Enum
+	got := readSchema(t, uaicpschema.EvidenceFile).Properties["evidence_type"].Enum
 	if !slices.Contains(got, "tool_result") {
 		t.Errorf("evidence_type enum = %v, want it to contain tool_result", got)
 	}
@@ -200,14 +200,14 @@ func TestUAICP_Baseline_Check07_ToolResultEnumPresent(t *testing.T) {
 }
 
 func TestUAICP_Baseline_Check08_ValidVerificationReportPassesSchema(t *testing.T) {
-	if err := schema.ValidateReport(fixture(t, "verification-report.valid.json")); err != nil {
+	if err := uaicpschema.ValidateReport(fixture(t, "verification-report.valid.json")); err != nil {
 		t.Error(err)
 	}
 }
 
 func TestUAICP_Baseline_Check09_MissingChecksFailsSchema(t *testing.T) {
-	err := schema.ValidateReport(fixture(t, "verification-report.invalid-missing-checks.json"))
-	wantFailure(t, err, schema.ReportFile, "", "/required", "'checks'")
+	err := uaicpschema.ValidateReport(fixture(t, "verification-report.invalid-missing-checks.json"))
+	wantFailure(t, err, uaicpschema.ReportFile, "", "/required", "'checks'")
 }
 
 // TestUAICP_Baseline_Check11_Analogue tests the behaviour behind the
@@ -240,13 +240,13 @@ func TestUAICP_Baseline_Check11_Analogue(t *testing.T) {
 	if got := ge.Envelope.Metadata[govern.MetaPolicyDecision]; got != "needs_review" {
 		t.Errorf("policy decision = %v, want needs_review", got)
 	}
-	if err := schema.Validate(ge.Envelope); err != nil {
+	if err := uaicpschema.Validate(ge.Envelope); err != nil {
 		t.Error(err)
 	}
 }
 
 func TestUAICP_Baseline_Check12_EnvelopeRequiresAuditFields(t *testing.T) {
-	req := readSchema(t, schema.EnvelopeFile).Required
+	req := readSchema(t, uaicpschema.EnvelopeFile).Required
 	for _, f := range []string{"request_id", "trace_id", "timestamp", "identity"} {
 		if !slices.Contains(req, f) {
 			t.Errorf("required = %v, want it to contain %s", req, f)
@@ -257,7 +257,7 @@ func TestUAICP_Baseline_Check12_EnvelopeRequiresAuditFields(t *testing.T) {
 // TestUAICP_6_EnumsMatchGovern compares the schemas' other enums with
 // govern's constants.
 func TestUAICP_6_EnumsMatchGovern(t *testing.T) {
-	env := readSchema(t, schema.EnvelopeFile)
+	env := readSchema(t, uaicpschema.EnvelopeFile)
 	var identity struct {
 		Properties struct {
 			Identity struct {
@@ -269,7 +269,7 @@ func TestUAICP_6_EnumsMatchGovern(t *testing.T) {
 			} `json:"identity"`
 		} `json:"properties"`
 	}
-	if err := json.Unmarshal(readFile(t, schema.EnvelopeFile), &identity); err != nil {
+	if err := json.Unmarshal(readFile(t, uaicpschema.EnvelopeFile), &identity); err != nil {
 		t.Fatal(err)
 	}
 	var report struct {
@@ -288,7 +288,7 @@ func TestUAICP_6_EnumsMatchGovern(t *testing.T) {
 			} `json:"checks"`
 		} `json:"properties"`
 	}
-	if err := json.Unmarshal(readFile(t, schema.ReportFile), &report); err != nil {
+	if err := json.Unmarshal(readFile(t, uaicpschema.ReportFile), &report); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -351,16 +351,16 @@ func TestUAICP_6_FormatAssertion(t *testing.T) {
 		file     string
 		path     string
 	}{
-		{"envelope request_id not-a-uuid", schema.ValidateEnvelope, with(t, validEnvelope, "request_id", `"not-a-uuid"`), schema.EnvelopeFile, "/request_id"},
-		{"envelope request_id urn:uuid form", schema.ValidateEnvelope, with(t, validEnvelope, "request_id", `"urn:uuid:f47ac10b-58cc-4372-a567-0e02b2c3d479"`), schema.EnvelopeFile, "/request_id"},
-		{"envelope timestamp yesterday", schema.ValidateEnvelope, with(t, validEnvelope, "timestamp", `"yesterday"`), schema.EnvelopeFile, "/timestamp"},
-		{"envelope timestamp without zone", schema.ValidateEnvelope, with(t, validEnvelope, "timestamp", `"2026-01-01T00:00:00"`), schema.EnvelopeFile, "/timestamp"},
-		{"envelope timestamp with a space", schema.ValidateEnvelope, with(t, validEnvelope, "timestamp", `"2026-01-01 00:00:00Z"`), schema.EnvelopeFile, "/timestamp"},
-		{"envelope timestamp February 30", schema.ValidateEnvelope, with(t, validEnvelope, "timestamp", `"2026-02-30T00:00:00Z"`), schema.EnvelopeFile, "/timestamp"},
-		{"evidence request_id", schema.ValidateEvidence, with(t, ev, "request_id", `"not-a-uuid"`), schema.EvidenceFile, "/request_id"},
-		{"evidence collected_at", schema.ValidateEvidence, with(t, ev, "collected_at", `"yesterday"`), schema.EvidenceFile, "/collected_at"},
-		{"report request_id", schema.ValidateReport, with(t, rep, "request_id", `"not-a-uuid"`), schema.ReportFile, "/request_id"},
-		{"report generated_at", schema.ValidateReport, with(t, rep, "generated_at", `"yesterday"`), schema.ReportFile, "/generated_at"},
+		{"envelope request_id not-a-uuid", uaicpschema.ValidateEnvelope, with(t, validEnvelope, "request_id", `"not-a-uuid"`), uaicpschema.EnvelopeFile, "/request_id"},
+		{"envelope request_id urn:uuid form", uaicpschema.ValidateEnvelope, with(t, validEnvelope, "request_id", `"urn:uuid:f47ac10b-58cc-4372-a567-0e02b2c3d479"`), uaicpschema.EnvelopeFile, "/request_id"},
+		{"envelope timestamp yesterday", uaicpschema.ValidateEnvelope, with(t, validEnvelope, "timestamp", `"yesterday"`), uaicpschema.EnvelopeFile, "/timestamp"},
+		{"envelope timestamp without zone", uaicpschema.ValidateEnvelope, with(t, validEnvelope, "timestamp", `"2026-01-01T00:00:00"`), uaicpschema.EnvelopeFile, "/timestamp"},
+		{"envelope timestamp with a space", uaicpschema.ValidateEnvelope, with(t, validEnvelope, "timestamp", `"2026-01-01 00:00:00Z"`), uaicpschema.EnvelopeFile, "/timestamp"},
+		{"envelope timestamp February 30", uaicpschema.ValidateEnvelope, with(t, validEnvelope, "timestamp", `"2026-02-30T00:00:00Z"`), uaicpschema.EnvelopeFile, "/timestamp"},
+		{"evidence request_id", uaicpschema.ValidateEvidence, with(t, ev, "request_id", `"not-a-uuid"`), uaicpschema.EvidenceFile, "/request_id"},
+		{"evidence collected_at", uaicpschema.ValidateEvidence, with(t, ev, "collected_at", `"yesterday"`), uaicpschema.EvidenceFile, "/collected_at"},
+		{"report request_id", uaicpschema.ValidateReport, with(t, rep, "request_id", `"not-a-uuid"`), uaicpschema.ReportFile, "/request_id"},
+		{"report generated_at", uaicpschema.ValidateReport, with(t, rep, "generated_at", `"yesterday"`), uaicpschema.ReportFile, "/generated_at"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -372,12 +372,12 @@ func TestUAICP_6_FormatAssertion(t *testing.T) {
 		`"F47AC10B-58CC-4372-A567-0E02B2C3D479"`, // RFC 4122: either case
 		`"6ba7b810-9dad-11d1-80b4-00c04fd430c8"`, // any version
 	} {
-		if err := schema.ValidateEnvelope(with(t, validEnvelope, "request_id", ok)); err != nil {
+		if err := uaicpschema.ValidateEnvelope(with(t, validEnvelope, "request_id", ok)); err != nil {
 			t.Errorf("request_id %s: %v", ok, err)
 		}
 	}
 	for _, ok := range []string{`"2026-01-01t00:00:00z"`, `"2026-01-01T00:00:00+05:30"`, `"2026-01-01T00:00:00.123456789Z"`, `"2016-12-31T23:59:60Z"`} {
-		if err := schema.ValidateEnvelope(with(t, validEnvelope, "timestamp", ok)); err != nil {
+		if err := uaicpschema.ValidateEnvelope(with(t, validEnvelope, "timestamp", ok)); err != nil {
 			t.Errorf("timestamp %s: %v", ok, err)
 		}
 	}
@@ -386,23 +386,23 @@ func TestUAICP_6_FormatAssertion(t *testing.T) {
 // TestUAICP_6_ClosedEnvelope checks which objects are closed: only the
 // envelope's top level.
 func TestUAICP_6_ClosedEnvelope(t *testing.T) {
-	err := schema.ValidateEnvelope(with(t, validEnvelope, "x_vendor", `1`))
-	wantFailure(t, err, schema.EnvelopeFile, "", "/additionalProperties", "'x_vendor'")
-	err = schema.ValidateEnvelope(with(t, validEnvelope, "Request_ID", `"f47ac10b-58cc-4372-a567-0e02b2c3d479"`))
-	wantFailure(t, err, schema.EnvelopeFile, "", "/additionalProperties", "'Request_ID'")
+	err := uaicpschema.ValidateEnvelope(with(t, validEnvelope, "x_vendor", `1`))
+	wantFailure(t, err, uaicpschema.EnvelopeFile, "", "/additionalProperties", "'x_vendor'")
+	err = uaicpschema.ValidateEnvelope(with(t, validEnvelope, "Request_ID", `"f47ac10b-58cc-4372-a567-0e02b2c3d479"`))
+	wantFailure(t, err, uaicpschema.EnvelopeFile, "", "/additionalProperties", "'Request_ID'")
 
 	open := []struct {
 		name     string
 		validate func([]byte) error
 		doc      []byte
 	}{
-		{"identity", schema.ValidateEnvelope, with(t, validEnvelope, "identity", `{"agent_id":"a","owner_id":"o","control_class":"autonomous","acme.team":"x"}`)},
-		{"streaming", schema.ValidateEnvelope, with(t, validEnvelope, "streaming", `{"chunk_id":"c","is_final":false,"stream_index":0,"acme.size":3}`)},
-		{"rollback_action", schema.ValidateEnvelope, with(t, validEnvelope, "rollback_action", `{"type":"t","target":"x","payload":"p","acme.deadline":"soon"}`)},
-		{"metadata", schema.ValidateEnvelope, with(t, validEnvelope, "metadata", `{"uaicp.reasons":["EVIDENCE_MISSING"]}`)},
-		{"evidence", schema.ValidateEvidence, with(t, string(fixture(t, "evidence-object.valid.json")), "acme.region", `"eu"`)},
-		{"report", schema.ValidateReport, with(t, string(fixture(t, "verification-report.valid.json")), "acme.duration_ms", `12`)},
-		{"check", schema.ValidateReport, with(t, string(fixture(t, "verification-report.valid.json")), "checks", `[{"check_id":"c","result":"pass","acme.weight":1}]`)},
+		{"identity", uaicpschema.ValidateEnvelope, with(t, validEnvelope, "identity", `{"agent_id":"a","owner_id":"o","control_class":"autonomous","acme.team":"x"}`)},
+		{"streaming", uaicpschema.ValidateEnvelope, with(t, validEnvelope, "streaming", `{"chunk_id":"c","is_final":false,"stream_index":0,"acme.size":3}`)},
+		{"rollback_action", uaicpschema.ValidateEnvelope, with(t, validEnvelope, "rollback_action", `{"type":"t","target":"x","payload":"p","acme.deadline":"soon"}`)},
+		{"metadata", uaicpschema.ValidateEnvelope, with(t, validEnvelope, "metadata", `{"uaicp.reasons":["EVIDENCE_MISSING"]}`)},
+		{"evidence", uaicpschema.ValidateEvidence, with(t, string(fixture(t, "evidence-object.valid.json")), "acme.region", `"eu"`)},
+		{"report", uaicpschema.ValidateReport, with(t, string(fixture(t, "verification-report.valid.json")), "acme.duration_ms", `12`)},
+		{"check", uaicpschema.ValidateReport, with(t, string(fixture(t, "verification-report.valid.json")), "checks", `[{"check_id":"c","result":"pass","acme.weight":1}]`)},
 	}
 	for _, tt := range open {
 		if err := tt.validate(tt.doc); err != nil {
@@ -414,8 +414,8 @@ func TestUAICP_6_ClosedEnvelope(t *testing.T) {
 func TestValidationErrorListsEveryPath(t *testing.T) {
 	doc := `{"uaicp_version":"0.3","request_id":"not-a-uuid","trace_id":"","state":"done","timestamp":"yesterday",
 		"identity":{"agent_id":"a","owner_id":"o","control_class":"robot"},"outcome":"pending","x":1}`
-	err := schema.ValidateEnvelope([]byte(doc))
-	var ve *schema.ValidationError
+	err := uaicpschema.ValidateEnvelope([]byte(doc))
+	var ve *uaicpschema.ValidationError
 	if !errors.As(err, &ve) {
 		t.Fatalf("err = %v", err)
 	}
@@ -436,8 +436,8 @@ func TestValidationErrorListsEveryPath(t *testing.T) {
 
 func TestValidateNotJSON(t *testing.T) {
 	for _, doc := range []string{``, `{`, `{} {}`, `{"a":1}x`} {
-		err := schema.ValidateEnvelope([]byte(doc))
-		var ve *schema.ValidationError
+		err := uaicpschema.ValidateEnvelope([]byte(doc))
+		var ve *uaicpschema.ValidationError
 		if err == nil || errors.As(err, &ve) {
 			t.Errorf("%q: err = %v, want a non-validation error", doc, err)
 		}
@@ -450,22 +450,22 @@ func TestValidateTypes(t *testing.T) {
 	ev := govern.Evidence{EvidenceID: "e", EvidenceType: govern.ToolResult, Source: "s", Hash: "sha256:x"}
 	rep := govern.Report{ReportID: "r", RequestID: env.RequestID, Status: govern.ReportPass, Checks: []govern.Check{{CheckID: "c", Result: govern.CheckPass}}}
 	for _, v := range []any{env, &env, ev, &ev, rep, &rep} {
-		if err := schema.Validate(v); err != nil {
+		if err := uaicpschema.Validate(v); err != nil {
 			t.Errorf("Validate(%T): %v", v, err)
 		}
 	}
 	bad := env
 	bad.RequestID = "not-a-uuid"
-	wantFailure(t, schema.Validate(&bad), schema.EnvelopeFile, "/request_id", "/properties/request_id/format", "uuid")
+	wantFailure(t, uaicpschema.Validate(&bad), uaicpschema.EnvelopeFile, "/request_id", "/properties/request_id/format", "uuid")
 	badEv := ev
 	badEv.Source = ""
-	wantFailure(t, schema.Validate(badEv), schema.EvidenceFile, "/source", "/properties/source/minLength", "")
+	wantFailure(t, uaicpschema.Validate(badEv), uaicpschema.EvidenceFile, "/source", "/properties/source/minLength", "")
 	badRep := rep
 	badRep.Checks = []govern.Check{{CheckID: "c", Result: "maybe"}}
-	wantFailure(t, schema.Validate(badRep), schema.ReportFile, "/checks/0/result", "/properties/checks/items/properties/result/enum", "")
+	wantFailure(t, uaicpschema.Validate(badRep), uaicpschema.ReportFile, "/checks/0/result", "/properties/checks/items/properties/result/enum", "")
 	for _, v := range []any{nil, "x", govern.Identity{}, (*govern.Envelope)(nil), (*govern.Evidence)(nil), (*govern.Report)(nil)} {
-		err := schema.Validate(v)
-		var ve *schema.ValidationError
+		err := uaicpschema.Validate(v)
+		var ve *uaicpschema.ValidationError
 		if err == nil || errors.As(err, &ve) {
 			t.Errorf("Validate(%#v) = %v, want a type error", v, err)
 		}
@@ -514,7 +514,7 @@ func TestCheckRecords(t *testing.T) {
 	if !kinds[govern.KindCommit] || !kinds[govern.KindVerification] {
 		t.Fatalf("journal lacks a commit or a verification: %v", kinds)
 	}
-	if err := schema.CheckRecords(recs); err != nil {
+	if err := uaicpschema.CheckRecords(recs); err != nil {
 		t.Fatal(err)
 	}
 
@@ -528,7 +528,7 @@ func TestCheckRecords(t *testing.T) {
 		}
 		tampered = append(tampered, rec)
 	}
-	err = schema.CheckRecords(tampered)
+	err = uaicpschema.CheckRecords(tampered)
 	if err == nil {
 		t.Fatal("tampered records validate")
 	}

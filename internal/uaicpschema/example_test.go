@@ -1,10 +1,10 @@
-package schema_test
+package uaicpschema_test
 
 import (
 	"fmt"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/schema"
+	"github.com/agentry-dev/agentry/internal/uaicpschema"
 )
 
 func ExampleValidate() {
@@ -14,11 +14,11 @@ func ExampleValidate() {
 		Status:    govern.ReportPass,
 		Checks:    []govern.Check{{CheckID: "EVIDENCE_GATING", Result: govern.CheckPass}},
 	}
-	fmt.Println(schema.Validate(rep))
+	fmt.Println(uaicpschema.Validate(rep))
 
 	rep.RequestID = "not-a-uuid"
 	rep.Checks[0].Result = "maybe"
-	fmt.Println(schema.Validate(&rep))
+	fmt.Println(uaicpschema.Validate(&rep))
 	// Output:
 	// <nil>
 	// uaicp: does not match verification-report.schema.json: /checks/0/result: value must be one of 'pass', 'fail', 'skip'; /request_id: 'not-a-uuid' is not valid uuid: must have 5 elements

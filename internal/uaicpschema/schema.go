@@ -1,4 +1,4 @@
-// Package schema validates UAICP 0.3 contract objects against the
+// Package uaicpschema validates UAICP 0.3 contract objects against the
 // specification's normative JSON schemas (github.com/UAICP/uaicp §6):
 // message-envelope.schema.json, evidence-object.schema.json and
 // verification-report.schema.json, embedded verbatim (SOURCES.txt names
@@ -20,7 +20,7 @@
 // which accept only what these schemas accept, plus a few stricter rules,
 // and bound their input: the validator itself checks "integer" with
 // math/big, so a number of a million digits costs it seconds.
-package schema
+package uaicpschema
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package schema_test
+package uaicpschema_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/agentry-dev/agentry/govern/schema"
+	"github.com/agentry-dev/agentry/internal/uaicpschema"
 )
 
 // FuzzValidate feeds arbitrary text to the three validators: they never
@@ -23,9 +23,9 @@ func FuzzValidate(f *testing.F) {
 	}
 	f.Add([]byte(`{"request_id":"not-a-uuid","timestamp":"2026-01-01T23:59:60+01:00","streaming":{"stream_index":1e999999}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, validate := range []func([]byte) error{schema.ValidateEnvelope, schema.ValidateEvidence, schema.ValidateReport} {
+		for _, validate := range []func([]byte) error{uaicpschema.ValidateEnvelope, uaicpschema.ValidateEvidence, uaicpschema.ValidateReport} {
 			err := validate(b)
-			var ve *schema.ValidationError
+			var ve *uaicpschema.ValidationError
 			if errors.As(err, &ve) && len(ve.Failures) == 0 {
 				t.Fatalf("validation error without failures: %v", err)
 			}

@@ -1,4 +1,4 @@
-package schema
+package uaicpschema
 
 // Unexported names the external tests use.
 const EnvelopeFile = envelopeFile
