@@ -22,30 +22,6 @@ const (
 	extensionPolicy = "uiap.policy"
 )
 
-// The message types of the Action Runtime.
-const (
-	// TypeActionRequest (agent → app, request) asks the app to run an
-	// action; it is answered by TypeActionResult or an error.
-	TypeActionRequest = "action.request"
-	// TypeActionStarted (app → agent, event): the request was accepted.
-	TypeActionStarted = "action.started"
-	// TypeActionProgress (app → agent, event): a state change or progress
-	// report of a running action.
-	TypeActionProgress = "action.progress"
-	// TypeActionResult (app → agent, response to action.request): the
-	// action's terminal state and result.
-	TypeActionResult = "action.result"
-	// TypeActionCancel (agent → app, request) asks the app to cancel a
-	// running action; it is answered by TypeActionCancelled.
-	TypeActionCancel    = "action.cancel"
-	TypeActionCancelled = "action.cancelled"
-	// TypeActionConfirm (app → agent, request) asks the controller for an
-	// explicit confirmation before the action runs; it is answered by
-	// TypeActionConfirmed.
-	TypeActionConfirm   = "action.confirm"
-	TypeActionConfirmed = "action.confirmed"
-)
-
 // ActionState is the state of an action in the Action Runtime (§4 of the
 // draft): exactly one at a time.
 type ActionState string

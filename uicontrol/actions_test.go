@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -71,7 +72,7 @@ func FuzzAppActionMessage(f *testing.F) {
 			return e
 		}
 		send([]byte(`{"uiap":"0.1","kind":"request","type":"session.initialize","id":"fuzz-init","ts":"2026-03-26T13:00:00Z","source":{"role":"agent","id":"f"},"payload":{"supportedVersions":["0.1"],"supportedExtensions":[{"id":"uiap.action","versions":["0.1"]},{"id":"uiap.policy","versions":["0.1"]}],"peer":{"role":"agent"}}}`))
-		if e := recv(); e == nil || e.Type != uicontrol.TypeInitialized {
+		if e := recv(); e == nil || e.Type != uiapwire.TypeInitialized {
 			t.Fatalf("handshake: %+v", e)
 		}
 		send(b)
@@ -83,7 +84,7 @@ func FuzzAppActionMessage(f *testing.F) {
 			if e == nil {
 				return // the input terminated the session
 			}
-			if e.CorrelationID == "fuzz-ping" && e.Type == uicontrol.TypePong {
+			if e.CorrelationID == "fuzz-ping" && e.Type == uiapwire.TypePong {
 				break
 			}
 			if (in != nil && in.ID == "fuzz-ping") || e.Kind == uicontrol.KindEvent || e.Kind == uicontrol.KindRequest {

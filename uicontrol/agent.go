@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 )
 
 // AgentOptions configures an Agent. The zero value works: UIAP 0.1
@@ -112,7 +114,7 @@ func Connect(ctx context.Context, t Transport, opts *AgentOptions) (*Agent, erro
 		SupportedExtensions: a.opts.Extensions, CapabilityDelivery: a.opts.CapabilityDelivery, Peer: a.opts.Peer}
 
 	// Before negotiation the initiator writes its highest version (DESIGN §5).
-	env, err := a.stamp().envelope(KindRequest, TypeInitialize, a.offer)
+	env, err := a.stamp().envelope(KindRequest, uiapwire.TypeInitialize, a.offer)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +142,7 @@ func Connect(ctx context.Context, t Transport, opts *AgentOptions) (*Agent, erro
 		err = remoteError(r)
 	case herr != nil:
 		err = herr
-		if bye, e := a.stamp().envelope(KindRequest, TypeTerminate, &sessionTerminate{Reason: "error"}); e == nil {
+		if bye, e := a.stamp().envelope(KindRequest, uiapwire.TypeTerminate, &sessionTerminate{Reason: "error"}); e == nil {
 			_ = l.send(ctx, bye)
 		}
 	}
@@ -158,7 +160,7 @@ func (a *Agent) completeHandshake(l *link, r *Envelope) *Error {
 	if r.Kind == KindError {
 		return nil
 	}
-	if r.Type != TypeInitialized {
+	if r.Type != uiapwire.TypeInitialized {
 		return newErrorf(CodeInvalidMessage, "session.initialize answered with %s", r.Type)
 	}
 	p, perr := decodeInitialized(r.Payload)
@@ -218,7 +220,7 @@ func (a *Agent) receive(l *link) {
 
 func (a *Agent) handle(l *link, raw []byte) {
 	env, perr := admit(raw, a.view())
-	if !(env.Kind == KindResponse && env.Type == TypePong) {
+	if !(env.Kind == KindResponse && env.Type == uiapwire.TypePong) {
 		l.alive.Add(1)
 	}
 	if perr != nil {
@@ -237,14 +239,14 @@ func (a *Agent) handle(l *link, raw []byte) {
 		return
 	}
 	switch env.Type {
-	case TypePing:
+	case uiapwire.TypePing:
 		p, perr := decodePing(env.Payload)
 		if perr != nil {
 			a.replyError(l, env, perr)
 			return
 		}
-		a.reply(l, env, TypePong, sessionPing{Nonce: p.Nonce})
-	case TypeInterrupt:
+		a.reply(l, env, uiapwire.TypePong, sessionPing{Nonce: p.Nonce})
+	case uiapwire.TypeInterrupt:
 		p, perr := decodeInterrupt(env.Payload)
 		switch {
 		case perr != nil:
@@ -257,9 +259,9 @@ func (a *Agent) handle(l *link, raw []byte) {
 			a.mu.Lock()
 			a.state = StateInterrupted
 			a.mu.Unlock()
-			a.reply(l, env, TypeInterrupted, &sessionInterrupted{Status: "interrupted", Reason: p.Reason})
+			a.reply(l, env, uiapwire.TypeInterrupted, &sessionInterrupted{Status: "interrupted", Reason: p.Reason})
 		}
-	case TypeTerminate:
+	case uiapwire.TypeTerminate:
 		p, perr := decodeTerminate(env.Payload)
 		switch {
 		case perr != nil:
@@ -270,10 +272,10 @@ func (a *Agent) handle(l *link, raw []byte) {
 			a.mu.Lock()
 			a.state = StateTerminating
 			a.mu.Unlock()
-			a.reply(l, env, TypeTerminated, &sessionTerminated{Status: "terminated", Reason: p.Reason})
+			a.reply(l, env, uiapwire.TypeTerminated, &sessionTerminated{Status: "terminated", Reason: p.Reason})
 			a.finish(nil)
 		}
-	case TypeInitialize, TypeResume:
+	case uiapwire.TypeInitialize, uiapwire.TypeResume:
 		// The agent initiates; it never owns a session to start or resume.
 		a.replyError(l, env, newErrorf(CodeStateConflict, "%s is sent by the initiator", env.Type))
 	default:
@@ -281,7 +283,7 @@ func (a *Agent) handle(l *link, raw []byte) {
 			a.replyError(l, env, newErrorf(CodeSessionNotActive, "%s is not processed while the session is %s", env.Type, state))
 			return
 		}
-		if env.Type == TypeActionConfirm {
+		if env.Type == uiapwire.TypeActionConfirm {
 			if _, ok := a.view().sel.extension(ExtensionAction); !ok {
 				a.replyError(l, env, newErrorf(CodeUnsupportedExtension, "%s needs the extension %s, which this session did not select",
 					env.Type, ExtensionAction).with("extension", ExtensionAction))
@@ -309,13 +311,13 @@ func (a *Agent) event(l *link, env *Envelope, state State) {
 		a.lastSeq = env.Seq
 	}
 	a.mu.Unlock()
-	if env.Type == TypeActionStarted || env.Type == TypeActionProgress {
+	if env.Type == uiapwire.TypeActionStarted || env.Type == uiapwire.TypeActionProgress {
 		if perr := a.actionEvent(env); perr != nil {
 			a.replyError(l, env, perr)
 			return
 		}
 	}
-	if env.Type == TypeCapabilitiesChanged {
+	if env.Type == uiapwire.TypeCapabilitiesChanged {
 		rev, reason, doc, perr := decodeCapabilitiesPayload(env.Payload, true)
 		if perr != nil {
 			a.replyError(l, env, perr)
@@ -473,7 +475,7 @@ type Request struct {
 // unless the session is ACTIVE; session.* types are refused (Ping,
 // Interrupt, Resume and Terminate send them).
 func (a *Agent) Call(ctx context.Context, req *Request) (*Envelope, error) {
-	if req.Type == "" || req.Type == TypeError || strings.HasPrefix(req.Type, "session.") {
+	if req.Type == "" || req.Type == uiapwire.TypeError || strings.HasPrefix(req.Type, "session.") {
 		return nil, fmt.Errorf("uicontrol: Call: type %q: session messages have their own methods", req.Type)
 	}
 	l, err := a.activeLink()
@@ -519,11 +521,11 @@ func (a *Agent) Capabilities() *CapabilitiesChanged {
 // the include sections if any are given. A full document (no include)
 // becomes the current one.
 func (a *Agent) GetCapabilities(ctx context.Context, include ...string) (*CapabilitiesList, error) {
-	r, err := a.Call(ctx, &Request{Type: TypeCapabilitiesGet, Payload: &capabilitiesGet{Include: include}})
+	r, err := a.Call(ctx, &Request{Type: uiapwire.TypeCapabilitiesGet, Payload: &capabilitiesGet{Include: include}})
 	if err != nil {
 		return nil, err
 	}
-	if r.Type != TypeCapabilitiesList {
+	if r.Type != uiapwire.TypeCapabilitiesList {
 		return nil, newErrorf(CodeInvalidMessage, "capabilities.get answered with %s", r.Type)
 	}
 	rev, _, doc, perr := decodeCapabilitiesPayload(r.Payload, false)
@@ -586,7 +588,7 @@ func (a *Agent) Ping(ctx context.Context) error {
 		return NewError(CodeSessionNotActive, "no transport")
 	}
 	nonce := randomToken(8)
-	e, err := a.stamp().envelope(KindRequest, TypePing, sessionPing{Nonce: nonce})
+	e, err := a.stamp().envelope(KindRequest, uiapwire.TypePing, sessionPing{Nonce: nonce})
 	if err != nil {
 		return err
 	}
@@ -601,7 +603,7 @@ func (a *Agent) Ping(ctx context.Context) error {
 	if perr != nil {
 		return perr
 	}
-	if r.Type != TypePong || p.Nonce != nonce {
+	if r.Type != uiapwire.TypePong || p.Nonce != nonce {
 		return NewError(CodeInvalidMessage, "pong does not echo the ping's nonce")
 	}
 	return nil
@@ -619,7 +621,7 @@ func (a *Agent) Interrupt(ctx context.Context, reason string) error {
 	}
 	a.state = StateInterrupted
 	a.mu.Unlock()
-	e, err := a.stamp().envelope(KindRequest, TypeInterrupt, &sessionInterrupt{Reason: reason, By: "user"})
+	e, err := a.stamp().envelope(KindRequest, uiapwire.TypeInterrupt, &sessionInterrupt{Reason: reason, By: "user"})
 	if err != nil {
 		return err
 	}
@@ -627,7 +629,7 @@ func (a *Agent) Interrupt(ctx context.Context, reason string) error {
 	if err != nil {
 		return err
 	}
-	return expectReply(r, TypeInterrupted, "interrupted")
+	return expectReply(r, uiapwire.TypeInterrupted, "interrupted")
 }
 
 // Resume resumes an INTERRUPTED session (§8.2) with the resume token
@@ -659,7 +661,7 @@ func (a *Agent) Resume(ctx context.Context, t Transport) error {
 		}
 		a.wg.Go(func() { a.receive(l) })
 	}
-	e, err := a.stamp().envelope(KindRequest, TypeResume, &sessionResume{SessionID: a.Session().ID, ResumeToken: token, LastSeq: lastSeq})
+	e, err := a.stamp().envelope(KindRequest, uiapwire.TypeResume, &sessionResume{SessionID: a.Session().ID, ResumeToken: token, LastSeq: lastSeq})
 	if err != nil {
 		return err
 	}
@@ -687,7 +689,7 @@ func (a *Agent) completeResume(l *link, r *Envelope) *Error {
 	if r.Kind == KindError {
 		return nil
 	}
-	if r.Type != TypeResumed {
+	if r.Type != uiapwire.TypeResumed {
 		return newErrorf(CodeInvalidMessage, "session.resume answered with %s", r.Type)
 	}
 	p, perr := decodeResumed(r.Payload)
@@ -723,7 +725,7 @@ func (a *Agent) Terminate(ctx context.Context, reason string) error {
 	if l == nil || st == StateTerminating {
 		return nil
 	}
-	e, err := a.stamp().envelope(KindRequest, TypeTerminate, &sessionTerminate{Reason: reason})
+	e, err := a.stamp().envelope(KindRequest, uiapwire.TypeTerminate, &sessionTerminate{Reason: reason})
 	if err != nil {
 		return err
 	}
@@ -734,7 +736,7 @@ func (a *Agent) Terminate(ctx context.Context, reason string) error {
 	if err != nil {
 		return err
 	}
-	return expectReply(r, TypeTerminated, "terminated")
+	return expectReply(r, uiapwire.TypeTerminated, "terminated")
 }
 
 // Close ends the session at once, without session.terminate: the

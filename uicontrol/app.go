@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 )
 
 // AppOptions configures an App. The zero value works: no profiles or
@@ -137,7 +139,7 @@ func NewApp(opts *AppOptions) *App {
 // see HandleAction) are the App's own: registering in them panics, as
 // does registering a type twice.
 func (a *App) Handle(typ string, h HandlerFunc) {
-	if typ == "" || typ == TypeError || strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "capabilities.") ||
+	if typ == "" || typ == uiapwire.TypeError || strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "capabilities.") ||
 		strings.HasPrefix(typ, "action.") {
 		panic("uicontrol: Handle: type " + typ + " is reserved by UIAP Core or the Action Runtime")
 	}
@@ -196,7 +198,7 @@ func (a *App) SetCapabilities(ctx context.Context, doc *CapabilityDocument, reas
 	var wg sync.WaitGroup
 	for i, s := range push {
 		wg.Go(func() {
-			if err := s.emit(ctx, TypeCapabilitiesChanged, p); !errors.Is(err, CodeSessionNotActive) {
+			if err := s.emit(ctx, uiapwire.TypeCapabilitiesChanged, p); !errors.Is(err, CodeSessionNotActive) {
 				errs[i] = err
 			}
 		})
@@ -396,7 +398,7 @@ func (c *appConn) handle(raw []byte) {
 		state = s.State()
 	}
 	env, perr := admit(raw, v)
-	if !(env.Kind == KindResponse && env.Type == TypePong) {
+	if !(env.Kind == KindResponse && env.Type == uiapwire.TypePong) {
 		c.l.alive.Add(1)
 	}
 	if perr != nil {
@@ -414,28 +416,28 @@ func (c *appConn) handle(raw []byte) {
 		return
 	}
 	switch env.Type {
-	case TypeInitialize:
+	case uiapwire.TypeInitialize:
 		if s != nil {
 			c.replyError(env, newErrorf(CodeStateConflict, "session %s is already %s", s.id, state))
 			return
 		}
 		c.initialize(env)
-	case TypeResume:
+	case uiapwire.TypeResume:
 		if s != nil && state != StateInterrupted {
 			c.replyError(env, newErrorf(CodeStateConflict, "session %s is %s", s.id, state))
 			return
 		}
 		c.resume(env)
-	case TypePing:
+	case uiapwire.TypePing:
 		p, perr := decodePing(env.Payload)
 		if perr != nil {
 			c.replyError(env, perr)
 			return
 		}
-		c.reply(env, TypePong, sessionPing{Nonce: p.Nonce})
-	case TypeInterrupt:
+		c.reply(env, uiapwire.TypePong, sessionPing{Nonce: p.Nonce})
+	case uiapwire.TypeInterrupt:
 		c.interrupt(env, state)
-	case TypeTerminate:
+	case uiapwire.TypeTerminate:
 		if s == nil {
 			c.replyError(env, NewError(CodeSessionNotActive, "no session on this connection"))
 			return
@@ -446,13 +448,13 @@ func (c *appConn) handle(raw []byte) {
 			c.replyError(env, newErrorf(CodeSessionNotActive, "%s is not processed while the session is %s", env.Type, state))
 			return
 		}
-		if s.bucket != nil && env.Type != TypeActionCancel { // stopping an action is never throttled
+		if s.bucket != nil && env.Type != uiapwire.TypeActionCancel { // stopping an action is never throttled
 			if wait, ok := s.bucket.take(time.Now()); !ok {
 				c.replyError(env, rateLimited(wait))
 				return
 			}
 		}
-		if env.Type == TypeCapabilitiesGet {
+		if env.Type == uiapwire.TypeCapabilitiesGet {
 			c.capabilities(env)
 			return
 		}
@@ -537,7 +539,7 @@ func (c *appConn) initialize(env *Envelope) {
 	s.mu.Lock()
 	s.state = StateActive // INITIALIZING → ACTIVE via session.initialized
 	s.mu.Unlock()
-	e, err := s.stamp().reply(env, TypeInitialized, p)
+	e, err := s.stamp().reply(env, uiapwire.TypeInitialized, p)
 	if err == nil {
 		err = c.l.send(c.l.ctx, e)
 	}
@@ -571,7 +573,7 @@ func (c *appConn) resume(env *Envelope) {
 		// connection's (a resume after an interrupt on the same
 		// connection) — the request would never be answered.
 		if err := c.l.send(c.l.ctx, c.stamp().errorFor(env, perr)); err != nil && !c.l.isClosed() {
-			a.log.Debug("uicontrol: send failed", "type", TypeError, "err", err)
+			a.log.Debug("uicontrol: send failed", "type", uiapwire.TypeError, "err", err)
 		}
 		if lost {
 			s.finish(perr)
@@ -589,7 +591,7 @@ func (c *appConn) resume(env *Envelope) {
 	s.mu.Unlock()
 	r := &sessionResumed{SessionID: s.id, SelectedVersion: s.sel.version, SelectedProfiles: s.sel.profiles,
 		SelectedExtensions: s.sel.extensions, HeartbeatMs: s.sel.heartbeat.Milliseconds(), ResumeToken: s.newToken()}
-	e, err := s.stamp().reply(env, TypeResumed, r)
+	e, err := s.stamp().reply(env, uiapwire.TypeResumed, r)
 	if err == nil {
 		err = c.l.send(c.l.ctx, e)
 	}
@@ -621,7 +623,7 @@ func (c *appConn) interrupt(env *Envelope, state State) {
 	s.mu.Lock()
 	s.state = StateInterrupted
 	s.mu.Unlock()
-	c.reply(env, TypeInterrupted, &sessionInterrupted{Status: "interrupted", Reason: p.Reason})
+	c.reply(env, uiapwire.TypeInterrupted, &sessionInterrupted{Status: "interrupted", Reason: p.Reason})
 }
 
 func (c *appConn) terminate(env *Envelope) {
@@ -635,7 +637,7 @@ func (c *appConn) terminate(env *Envelope) {
 	s.state = StateTerminating
 	s.mu.Unlock()
 	s.forget() // gone for a resume before the peer reads session.terminated
-	c.reply(env, TypeTerminated, &sessionTerminated{Status: "terminated", Reason: p.Reason})
+	c.reply(env, uiapwire.TypeTerminated, &sessionTerminated{Status: "terminated", Reason: p.Reason})
 	s.finish(nil)
 }
 
@@ -649,7 +651,7 @@ func (c *appConn) capabilities(env *Envelope) {
 	a.mu.Lock()
 	doc, rev := a.doc, a.rev
 	a.mu.Unlock()
-	c.reply(env, TypeCapabilitiesList, &CapabilitiesList{Revision: rev, Capabilities: doc.Filter(p.Include)})
+	c.reply(env, uiapwire.TypeCapabilitiesList, &CapabilitiesList{Revision: rev, Capabilities: doc.Filter(p.Include)})
 }
 
 // AppSession is one session on the app side. It outlives a connection:
@@ -881,7 +883,7 @@ func (s *AppSession) sendOn(l *link, e *Envelope) error {
 // the session is terminating. typ must not be in a core namespace nor
 // in the Action Runtime's (action.*).
 func (s *AppSession) Emit(ctx context.Context, typ string, payload any) error {
-	if typ == "" || typ == TypeError || strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "capabilities.") ||
+	if typ == "" || typ == uiapwire.TypeError || strings.HasPrefix(typ, "session.") || strings.HasPrefix(typ, "capabilities.") ||
 		strings.HasPrefix(typ, "action.") {
 		return fmt.Errorf("uicontrol: Emit: type %q is reserved by UIAP Core or the Action Runtime", typ)
 	}
@@ -944,7 +946,7 @@ func (s *AppSession) Interrupt(ctx context.Context, reason, by string) error {
 	}
 	s.state = StateInterrupted
 	s.mu.Unlock()
-	e, err := s.stamp().envelope(KindRequest, TypeInterrupt, &sessionInterrupt{Reason: reason, By: by})
+	e, err := s.stamp().envelope(KindRequest, uiapwire.TypeInterrupt, &sessionInterrupt{Reason: reason, By: by})
 	if err != nil {
 		return err
 	}
@@ -952,7 +954,7 @@ func (s *AppSession) Interrupt(ctx context.Context, reason, by string) error {
 	if err != nil {
 		return err
 	}
-	return expectReply(r, TypeInterrupted, "interrupted")
+	return expectReply(r, uiapwire.TypeInterrupted, "interrupted")
 }
 
 // Terminate ends the session gracefully (§8.5): session.terminate, then
@@ -972,7 +974,7 @@ func (s *AppSession) Terminate(ctx context.Context, reason string) error {
 		return nil
 	}
 	defer s.finish(nil)
-	e, err := s.stamp().envelope(KindRequest, TypeTerminate, &sessionTerminate{Reason: reason})
+	e, err := s.stamp().envelope(KindRequest, uiapwire.TypeTerminate, &sessionTerminate{Reason: reason})
 	if err != nil {
 		return err
 	}
@@ -983,7 +985,7 @@ func (s *AppSession) Terminate(ctx context.Context, reason string) error {
 	if err != nil {
 		return err
 	}
-	return expectReply(r, TypeTerminated, "terminated")
+	return expectReply(r, uiapwire.TypeTerminated, "terminated")
 }
 
 // expectReply checks the answer to a session.interrupt or

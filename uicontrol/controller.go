@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 )
 
 // The agent side of the Action Runtime: the Controller of the draft
@@ -94,7 +96,7 @@ func (a *Agent) CallAction(ctx context.Context, req *ActionRequest, progress fun
 	if err != nil {
 		return nil, err
 	}
-	e, err := a.stamp().envelope(KindRequest, TypeActionRequest, req)
+	e, err := a.stamp().envelope(KindRequest, uiapwire.TypeActionRequest, req)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +151,7 @@ func actionOutcome(r *Envelope) (*ActionResult, error) {
 	if r.Kind == KindError {
 		return nil, remoteError(r)
 	}
-	if r.Type != TypeActionResult {
+	if r.Type != uiapwire.TypeActionResult {
 		return nil, newErrorf(CodeInvalidMessage, "action.request answered with %s", r.Type)
 	}
 	res, perr := decodeActionResult(r.Payload)
@@ -182,7 +184,7 @@ func (a *Agent) CancelAction(ctx context.Context, requestID, reason string) erro
 }
 
 func (a *Agent) cancelOn(ctx context.Context, l *link, requestID, reason string) error {
-	e, err := a.stamp().envelope(KindRequest, TypeActionCancel, &actionCancel{RequestID: requestID, Reason: reason})
+	e, err := a.stamp().envelope(KindRequest, uiapwire.TypeActionCancel, &actionCancel{RequestID: requestID, Reason: reason})
 	if err != nil {
 		return err
 	}
@@ -194,7 +196,7 @@ func (a *Agent) cancelOn(ctx context.Context, l *link, requestID, reason string)
 	if r.Kind == KindError {
 		return remoteError(r)
 	}
-	if r.Type != TypeActionCancelled {
+	if r.Type != uiapwire.TypeActionCancelled {
 		return newErrorf(CodeInvalidMessage, "action.cancel answered with %s", r.Type)
 	}
 	if _, perr := decodeActionCancelled(r.Payload); perr != nil {
@@ -210,7 +212,7 @@ func (a *Agent) actionEvent(env *Envelope) *Error {
 	if perr != nil {
 		return perr
 	}
-	p.Started = env.Type == TypeActionStarted
+	p.Started = env.Type == uiapwire.TypeActionStarted
 	p.Policy = policyExt(env)
 	a.mu.Lock()
 	call := a.actions[p.RequestID]
@@ -250,5 +252,5 @@ func (a *Agent) confirmAction(l *link, env *Envelope) {
 			answer.Reason = "declined"
 		}
 	}
-	a.reply(l, env, TypeActionConfirmed, answer)
+	a.reply(l, env, uiapwire.TypeActionConfirmed, answer)
 }

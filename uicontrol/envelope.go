@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/internal/strictjson"
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 )
 
 // Version is the UIAP Core version this package implements.
@@ -38,24 +39,6 @@ const (
 	KindResponse Kind = "response"
 	KindEvent    Kind = "event"
 	KindError    Kind = "error"
-)
-
-// The message types of UIAP Core (§8, §9, §10).
-const (
-	TypeInitialize          = "session.initialize"
-	TypeInitialized         = "session.initialized"
-	TypeResume              = "session.resume"
-	TypeResumed             = "session.resumed"
-	TypeInterrupt           = "session.interrupt"
-	TypeInterrupted         = "session.interrupted"
-	TypePing                = "session.ping"
-	TypePong                = "session.pong"
-	TypeTerminate           = "session.terminate"
-	TypeTerminated          = "session.terminated"
-	TypeCapabilitiesGet     = "capabilities.get"
-	TypeCapabilitiesList    = "capabilities.list"
-	TypeCapabilitiesChanged = "capabilities.changed"
-	TypeError               = "error"
 )
 
 // EndpointRef names a sender or receiver (§4).
@@ -332,7 +315,7 @@ func decodeEnvelope(b []byte, maxSize int) (*Envelope, *Error) {
 	if e.Type == "" {
 		return e, fail("type", "must be a non-empty string")
 	}
-	if (e.Kind == KindError) != (e.Type == TypeError) {
+	if (e.Kind == KindError) != (e.Type == uiapwire.TypeError) {
 		return e, fail("type", `must be "error" exactly when kind is "error"`)
 	}
 	if e.ID == "" {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 )
 
 // The app side of the Action Runtime: the Executor of the draft (§2.1),
@@ -176,9 +178,9 @@ func (c *appConn) action(env *Envelope) {
 		return
 	}
 	switch env.Type {
-	case TypeActionRequest:
+	case uiapwire.TypeActionRequest:
 		c.actionRequest(env)
-	case TypeActionCancel:
+	case uiapwire.TypeActionCancel:
 		c.actionCancel(env)
 	default:
 		c.replyError(env, newErrorf(CodeUnknownMessageType, "unknown message type %q", env.Type))
@@ -225,7 +227,7 @@ func (c *appConn) actionRequest(env *Envelope) {
 		var out *Envelope
 		if err != nil {
 			out = s.stamp().errorFor(env, err)
-		} else if out, _ = s.stamp().reply(env, TypeActionResult, result); out == nil {
+		} else if out, _ = s.stamp().reply(env, uiapwire.TypeActionResult, result); out == nil {
 			err = NewError(CodeInternalError, "internal error")
 			out = s.stamp().errorFor(env, err)
 		}
@@ -252,7 +254,7 @@ func (s *AppSession) answerRepeat(l *link, env *Envelope, rec *keyRecord) {
 		r := *rec.result
 		r.RequestID, r.Deduplicated = env.ID, true
 		var err error
-		if out, err = s.stamp().reply(env, TypeActionResult, &r); err != nil {
+		if out, err = s.stamp().reply(env, uiapwire.TypeActionResult, &r); err != nil {
 			out = s.stamp().errorFor(env, NewError(CodeInternalError, "internal error"))
 		}
 	}
@@ -296,7 +298,7 @@ func (s *AppSession) runAction(ctx context.Context, l *link, req *ActionRequest,
 	result = &ActionResult{RequestID: req.RequestID, ActionID: req.ActionID, IdempotencyKey: req.IdempotencyKey}
 	ext := policyExtFor(s.sel, decision)
 	run.state.Store(start)
-	_ = s.emitWith(s.ctx, TypeActionStarted, &ActionProgress{RequestID: req.RequestID, ActionID: req.ActionID, State: start}, ext)
+	_ = s.emitWith(s.ctx, uiapwire.TypeActionStarted, &ActionProgress{RequestID: req.RequestID, ActionID: req.ActionID, State: start}, ext)
 
 	if decision.Decision == DecisionConfirm {
 		ok, err := s.confirm(ctx, l, req, risk, decision, ext)
@@ -305,7 +307,7 @@ func (s *AppSession) runAction(ctx context.Context, l *link, req *ActionRequest,
 			return result, false, nil
 		}
 		run.state.Store(ActionExecuting)
-		_ = s.emitWith(s.ctx, TypeActionProgress, &ActionProgress{RequestID: req.RequestID, ActionID: req.ActionID, State: ActionExecuting}, nil)
+		_ = s.emitWith(s.ctx, uiapwire.TypeActionProgress, &ActionProgress{RequestID: req.RequestID, ActionID: req.ActionID, State: ActionExecuting}, nil)
 	}
 
 	var done atomic.Bool
@@ -325,7 +327,7 @@ func (s *AppSession) runAction(ctx context.Context, l *link, req *ActionRequest,
 		}
 		p.Data = rawOrValue(p.Data)
 		run.state.Store(p.State)
-		if err := s.emitWith(s.ctx, TypeActionProgress, &p, nil); err != nil {
+		if err := s.emitWith(s.ctx, uiapwire.TypeActionProgress, &p, nil); err != nil {
 			a.log.Debug("uicontrol: action progress not sent", "action", req.ActionID, "err", err)
 		}
 	}
@@ -415,7 +417,7 @@ func (s *AppSession) confirm(ctx context.Context, l *link, req *ActionRequest, r
 	if raw, ok := req.Args.(json.RawMessage); ok {
 		p.Args = raw
 	}
-	e, err := s.stamp().envelope(KindRequest, TypeActionConfirm, p)
+	e, err := s.stamp().envelope(KindRequest, uiapwire.TypeActionConfirm, p)
 	if err != nil {
 		return false, err
 	}
@@ -431,7 +433,7 @@ func (s *AppSession) confirm(ctx context.Context, l *link, req *ActionRequest, r
 		return false, refused("the action was not confirmed: the connection was lost")
 	case r.Kind == KindError:
 		return false, refused("the action was not confirmed: " + remoteError(r).Message)
-	case r.Type != TypeActionConfirmed:
+	case r.Type != uiapwire.TypeActionConfirmed:
 		return false, refused(fmt.Sprintf("the action was not confirmed: action.confirm was answered with %s", r.Type))
 	}
 	c, perr := decodeActionConfirmed(r.Payload)
@@ -464,6 +466,6 @@ func (c *appConn) actionCancel(env *Envelope) {
 	}
 	// The answer goes out before the action can end, so that it precedes
 	// the action.result.
-	c.reply(env, TypeActionCancelled, &actionCancelAck{RequestID: p.RequestID, State: run.state.Load().(ActionState)})
+	c.reply(env, uiapwire.TypeActionCancelled, &actionCancelAck{RequestID: p.RequestID, State: run.state.Load().(ActionState)})
 	run.cancel(errCancelRequested)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/google/go-cmp/cmp"
 )
@@ -191,7 +192,7 @@ func FuzzAppMessage(f *testing.F) {
 			return e
 		}
 		send(`{"uiap":"0.1","kind":"request","type":"session.initialize","id":"fuzz-init","ts":"2026-03-26T13:00:00Z","source":{"role":"agent","id":"f"},"payload":{"supportedVersions":["0.1"],"peer":{"role":"agent"}}}`)
-		if e := recv(); e == nil || e.Type != uicontrol.TypeInitialized {
+		if e := recv(); e == nil || e.Type != uiapwire.TypeInitialized {
 			t.Fatalf("handshake: %+v", e)
 		}
 		if err := agentEnd.Send(ctx, b); err != nil {
@@ -210,7 +211,7 @@ func FuzzAppMessage(f *testing.F) {
 			if e == nil {
 				return // the input terminated the session
 			}
-			if e.CorrelationID == "fuzz-ping" && e.Type == uicontrol.TypePong {
+			if e.CorrelationID == "fuzz-ping" && e.Type == uiapwire.TypePong {
 				break
 			}
 			if in != nil && in.ID == "fuzz-ping" {

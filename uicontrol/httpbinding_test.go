@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/sse"
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/uicontrol/uiaptest"
@@ -181,7 +182,7 @@ func openSession(t *testing.T, s *memServer) (string, *uicontrol.Envelope) {
 		t.Fatalf("Location %q", loc)
 	}
 	e, err := uicontrol.DecodeEnvelope(body)
-	if err != nil || e.Type != uicontrol.TypeInitialized || e.CorrelationID != "m-1" {
+	if err != nil || e.Type != uiapwire.TypeInitialized || e.CorrelationID != "m-1" {
 		t.Fatalf("first answer %s: %v", body, err)
 	}
 	return loc, e
@@ -239,7 +240,7 @@ func TestHTTP_Wire(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" || resp.Header.Get("Cache-Control") != "no-store" {
 			t.Fatalf("events: %s %v", resp.Status, resp.Header)
 		}
-		if id, typ, e := nextEvent(t, d); id != "2" || typ != "" || e.Type != uicontrol.TypeCapabilitiesList || e.CorrelationID != "m-2" {
+		if id, typ, e := nextEvent(t, d); id != "2" || typ != "" || e.Type != uiapwire.TypeCapabilitiesList || e.CorrelationID != "m-2" {
 			t.Fatalf("event %s %s %+v", id, typ, e)
 		}
 		resp.Body.Close()
@@ -260,7 +261,7 @@ func TestHTTP_Wire(t *testing.T) {
 		}
 
 		do(t, s, "POST", conn+"/messages", "application/json", wireMsg("m-4", "session.terminate", init.SessionID))
-		if id, _, e := nextEvent(t, d2); id != "4" || e.Type != uicontrol.TypeTerminated {
+		if id, _, e := nextEvent(t, d2); id != "4" || e.Type != uiapwire.TypeTerminated {
 			t.Fatalf("event %s %+v", id, e)
 		}
 		if _, typ, _ := nextEvent(t, d2); typ != "close" {
@@ -369,7 +370,7 @@ func TestHTTP_ContentType(t *testing.T) {
 				var conn, sid string
 				if tc.accepted {
 					e, err := uicontrol.DecodeEnvelope(body)
-					if resp.StatusCode != http.StatusCreated || err != nil || e.Type != uicontrol.TypeInitialized {
+					if resp.StatusCode != http.StatusCreated || err != nil || e.Type != uiapwire.TypeInitialized {
 						t.Fatalf("POST /uiap/sessions: %s %s", resp.Status, body)
 					}
 					conn, sid = resp.Header.Get("Location"), e.SessionID
@@ -380,7 +381,7 @@ func TestHTTP_ContentType(t *testing.T) {
 					sid = init.SessionID
 				}
 
-				resp, body = do(t, s, "POST", conn+"/messages", tc.contentType, wireMsg("m-2", uicontrol.TypeCapabilitiesGet, sid))
+				resp, body = do(t, s, "POST", conn+"/messages", tc.contentType, wireMsg("m-2", uiapwire.TypeCapabilitiesGet, sid))
 				want := "m-2"
 				if tc.accepted {
 					if resp.StatusCode != http.StatusAccepted {
@@ -388,7 +389,7 @@ func TestHTTP_ContentType(t *testing.T) {
 					}
 				} else {
 					wireError(t, resp, body, http.StatusUnsupportedMediaType, uicontrol.CodeInvalidMessage)
-					resp, body = do(t, s, "POST", conn+"/messages", "application/json", wireMsg("m-3", uicontrol.TypeCapabilitiesGet, sid))
+					resp, body = do(t, s, "POST", conn+"/messages", "application/json", wireMsg("m-3", uiapwire.TypeCapabilitiesGet, sid))
 					if resp.StatusCode != http.StatusAccepted {
 						t.Fatalf("POST messages after a 415: %s %s", resp.Status, body)
 					}
@@ -396,7 +397,7 @@ func TestHTTP_ContentType(t *testing.T) {
 				}
 
 				resp, d := eventStream(t, s, conn, "Content-Type", tc.contentType)
-				if id, _, e := nextEvent(t, d); id != "2" || e.Type != uicontrol.TypeCapabilitiesList || e.CorrelationID != want {
+				if id, _, e := nextEvent(t, d); id != "2" || e.Type != uiapwire.TypeCapabilitiesList || e.CorrelationID != want {
 					t.Fatalf("event %s %+v, want the answer to %s", id, e, want)
 				}
 				resp.Body.Close()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 )
 
 // link is one attachment of a session to a transport: it writes
@@ -234,9 +235,9 @@ func (s stamp) errorFor(failed *Envelope, e *Error) *Envelope {
 	if p.FailedType == "" && failed != nil {
 		p.FailedType = failed.Type
 	}
-	env, err := s.envelope(KindError, TypeError, &p)
+	env, err := s.envelope(KindError, uiapwire.TypeError, &p)
 	if err != nil { // an *Error always encodes; keep the code if details do not
-		env, _ = s.envelope(KindError, TypeError, &Error{Code: p.Code, Message: p.Message, FailedType: p.FailedType})
+		env, _ = s.envelope(KindError, uiapwire.TypeError, &Error{Code: p.Code, Message: p.Message, FailedType: p.FailedType})
 	}
 	if failed != nil {
 		env.CorrelationID = failed.ID
@@ -308,7 +309,7 @@ func heartbeat(l *link, st func() stamp, interval time.Duration, limit int, dead
 		}
 		pinged = true
 		nonce := randomToken(8)
-		env, err := st().envelope(KindRequest, TypePing, sessionPing{Nonce: nonce})
+		env, err := st().envelope(KindRequest, uiapwire.TypePing, sessionPing{Nonce: nonce})
 		if err != nil {
 			continue
 		}
@@ -316,7 +317,7 @@ func heartbeat(l *link, st func() stamp, interval time.Duration, limit int, dead
 			ctx, cancel := context.WithTimeout(l.ctx, interval*time.Duration(limit+1))
 			defer cancel()
 			r, err := l.call(ctx, env, nil)
-			if err != nil || r.Kind != KindResponse || r.Type != TypePong {
+			if err != nil || r.Kind != KindResponse || r.Type != uiapwire.TypePong {
 				return
 			}
 			if p, perr := decodePing(r.Payload); perr == nil && p.Nonce == nonce {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 )
 
 // State is a session's lifecycle state (§7).
@@ -284,7 +286,7 @@ func admit(raw []byte, v view) (*Envelope, *Error) {
 	// Before the handshake nothing is selected: only session.initialize
 	// (checked against what it negotiates) and session.resume (against the
 	// resumed session) may carry requires.
-	if v.sel != nil || (e.Type != TypeInitialize && e.Type != TypeResume) {
+	if v.sel != nil || (e.Type != uiapwire.TypeInitialize && e.Type != uiapwire.TypeResume) {
 		if err := v.sel.unmet(e.Requires); err != nil {
 			return e, err
 		}

@@ -34,6 +34,7 @@ import (
 
 	"github.com/agentry-dev/agentry/conformance"
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -181,7 +182,7 @@ func initialize(versions ...string) map[string]any {
 
 // handshake opens a session; it returns what went wrong, or "".
 func (c *conn) handshake(ctx context.Context) string {
-	m, why := c.request(ctx, c.envelope(uicontrol.TypeInitialize, initialize("0.1")))
+	m, why := c.request(ctx, c.envelope(uiapwire.TypeInitialize, initialize("0.1")))
 	if m == nil {
 		return why
 	}
@@ -189,7 +190,7 @@ func (c *conn) handshake(ctx context.Context) string {
 		SessionID       string `json:"sessionId"`
 		SelectedVersion string `json:"selectedVersion"`
 	}
-	if m.Kind != "response" || m.Type != uicontrol.TypeInitialized || json.Unmarshal(m.Payload, &p) != nil || p.SessionID == "" || p.SelectedVersion != "0.1" {
+	if m.Kind != "response" || m.Type != uiapwire.TypeInitialized || json.Unmarshal(m.Payload, &p) != nil || p.SessionID == "" || p.SelectedVersion != "0.1" {
 		return "the handshake was answered with " + m.String()
 	}
 	c.session = p.SessionID
@@ -233,8 +234,8 @@ func wantResponse(m *msg, why, typ string) string {
 // interrupt interrupts the session (§8.3); it returns what went wrong,
 // or "".
 func (c *conn) interrupt(ctx context.Context) string {
-	m, why := c.request(ctx, c.envelope(uicontrol.TypeInterrupt, map[string]any{"reason": "conformance"}))
-	if why := wantResponse(m, why, uicontrol.TypeInterrupted); why != "" {
+	m, why := c.request(ctx, c.envelope(uiapwire.TypeInterrupt, map[string]any{"reason": "conformance"}))
+	if why := wantResponse(m, why, uiapwire.TypeInterrupted); why != "" {
 		return "session.interrupt: " + why
 	}
 	return ""
@@ -243,7 +244,7 @@ func (c *conn) interrupt(ctx context.Context) string {
 // invalidResume is a session.resume of session id with a token no app
 // issued.
 func (c *conn) invalidResume(id string) map[string]any {
-	return c.envelope(uicontrol.TypeResume, map[string]any{"sessionId": id, "resumeToken": "uiap-conformance-invalid-" + ids.New()})
+	return c.envelope(uiapwire.TypeResume, map[string]any{"sessionId": id, "resumeToken": "uiap-conformance-invalid-" + ids.New()})
 }
 
 // exchange is one request of a onePerRequest run and what its answer
@@ -262,7 +263,7 @@ type exchange struct {
 // session.ping sent last, answered last, flushes what came after).
 func (c *conn) onePerRequest(ctx context.Context, state string, xs []exchange) string {
 	answered := map[string]bool{}
-	flush := c.envelope(uicontrol.TypePing, map[string]any{"nonce": "uiap-conformance-flush"})
+	flush := c.envelope(uiapwire.TypePing, map[string]any{"nonce": "uiap-conformance-flush"})
 	xs = append(xs, exchange{what: "session.ping", req: flush})
 	for _, x := range xs {
 		id := x.req["id"].(string)
@@ -308,12 +309,12 @@ var checks = []check{
 		func(ctx context.Context, c *conn) string { return c.handshake(ctx) }},
 	{"session/no-common-version", "§8", "an offer without a supported version is refused with unsupported_version",
 		func(ctx context.Context, c *conn) string {
-			m, why := c.request(ctx, c.envelope(uicontrol.TypeInitialize, initialize("9.9")))
+			m, why := c.request(ctx, c.envelope(uiapwire.TypeInitialize, initialize("9.9")))
 			return wantError(m, why, "unsupported_version")
 		}},
 	{"session/nothing-before-handshake", "§7", "a non-session request before the handshake is refused",
 		func(ctx context.Context, c *conn) string {
-			m, why := c.request(ctx, c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{}))
+			m, why := c.request(ctx, c.envelope(uiapwire.TypeCapabilitiesGet, map[string]any{}))
 			return wantError(m, why, "session_not_active", "state_conflict")
 		}},
 	{"envelope/missing-field", "§5", "an envelope without ts is refused with invalid_message",
@@ -321,7 +322,7 @@ var checks = []check{
 			if why := c.handshake(ctx); why != "" {
 				return "handshake: " + why
 			}
-			e := c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{})
+			e := c.envelope(uiapwire.TypeCapabilitiesGet, map[string]any{})
 			delete(e, "ts")
 			m, why := c.request(ctx, e)
 			return wantError(m, why, "invalid_message")
@@ -331,7 +332,7 @@ var checks = []check{
 			if why := c.handshake(ctx); why != "" {
 				return "handshake: " + why
 			}
-			m, why := c.request(ctx, c.envelope(uicontrol.TypeCapabilitiesGet, []any{}))
+			m, why := c.request(ctx, c.envelope(uiapwire.TypeCapabilitiesGet, []any{}))
 			return wantError(m, why, "invalid_message")
 		}},
 	{"envelope/version-mismatch", "§5", "after the handshake, an envelope whose uiap is not the selected version is refused",
@@ -339,7 +340,7 @@ var checks = []check{
 			if why := c.handshake(ctx); why != "" {
 				return "handshake: " + why
 			}
-			e := c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{})
+			e := c.envelope(uiapwire.TypeCapabilitiesGet, map[string]any{})
 			e["uiap"] = "0.2"
 			m, why := c.request(ctx, e)
 			return wantError(m, why)
@@ -349,7 +350,7 @@ var checks = []check{
 			if why := c.handshake(ctx); why != "" {
 				return "handshake: " + why
 			}
-			e := c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{})
+			e := c.envelope(uiapwire.TypeCapabilitiesGet, map[string]any{})
 			if m, why := c.request(ctx, e); m == nil || m.Kind != "response" {
 				return "the first request: " + why + fmt.Sprint(m)
 			}
@@ -369,14 +370,14 @@ var checks = []check{
 			if why := c.handshake(ctx); why != "" {
 				return "handshake: " + why
 			}
-			m, why := c.request(ctx, c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{"include": []string{"actions"}}))
+			m, why := c.request(ctx, c.envelope(uiapwire.TypeCapabilitiesGet, map[string]any{"include": []string{"actions"}}))
 			if m == nil {
 				return why
 			}
 			var p struct {
 				Capabilities map[string]json.RawMessage `json:"capabilities"`
 			}
-			if m.Type != uicontrol.TypeCapabilitiesList || json.Unmarshal(m.Payload, &p) != nil {
+			if m.Type != uiapwire.TypeCapabilitiesList || json.Unmarshal(m.Payload, &p) != nil {
 				return "answered with " + m.String()
 			}
 			for k := range p.Capabilities {
@@ -391,11 +392,11 @@ var checks = []check{
 			if why := c.handshake(ctx); why != "" {
 				return "handshake: " + why
 			}
-			m, why := c.request(ctx, c.envelope(uicontrol.TypePing, map[string]any{"nonce": "conformance-42"}))
+			m, why := c.request(ctx, c.envelope(uiapwire.TypePing, map[string]any{"nonce": "conformance-42"}))
 			if m == nil {
 				return why
 			}
-			if m.Type != uicontrol.TypePong || !strings.Contains(string(m.Payload), `"conformance-42"`) {
+			if m.Type != uiapwire.TypePong || !strings.Contains(string(m.Payload), `"conformance-42"`) {
 				return "answered with " + m.String()
 			}
 			return ""
@@ -405,7 +406,7 @@ var checks = []check{
 			if why := c.handshake(ctx); why != "" {
 				return "handshake: " + why
 			}
-			m, why := c.request(ctx, c.envelope(uicontrol.TypeInitialize, initialize("0.1")))
+			m, why := c.request(ctx, c.envelope(uiapwire.TypeInitialize, initialize("0.1")))
 			return wantError(m, why, "state_conflict")
 		}},
 	{"session/resume-invalid-token", "§8.2", "session.resume of the interrupted session over its own connection with an invalid resumeToken is answered with unknown_session or permission_denied",
@@ -428,11 +429,11 @@ var checks = []check{
 		func(ctx context.Context, c *conn) string {
 			resumeCodes := []string{"unknown_session", "permission_denied"}
 			if why := c.onePerRequest(ctx, "before the handshake", []exchange{
-				{what: "session.ping", req: c.envelope(uicontrol.TypePing, map[string]any{})},
-				{what: "capabilities.get", req: c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{}), error: true},
+				{what: "session.ping", req: c.envelope(uiapwire.TypePing, map[string]any{})},
+				{what: "capabilities.get", req: c.envelope(uiapwire.TypeCapabilitiesGet, map[string]any{}), error: true},
 				{what: "an unknown request type", req: c.envelope("x.conformance.nothing", map[string]any{}), error: true},
-				{what: "session.interrupt", req: c.envelope(uicontrol.TypeInterrupt, map[string]any{}), error: true},
-				{what: "session.terminate", req: c.envelope(uicontrol.TypeTerminate, map[string]any{}), error: true},
+				{what: "session.interrupt", req: c.envelope(uiapwire.TypeInterrupt, map[string]any{}), error: true},
+				{what: "session.terminate", req: c.envelope(uiapwire.TypeTerminate, map[string]any{}), error: true},
 				{what: "session.resume of an unknown session", req: c.invalidResume("uiap-conformance-" + ids.New()), error: true, codes: resumeCodes},
 			}); why != "" {
 				return why
@@ -440,14 +441,14 @@ var checks = []check{
 			if why := c.handshake(ctx); why != "" {
 				return "handshake: " + why
 			}
-			notObject := c.envelope(uicontrol.TypeCapabilitiesGet, []any{})
+			notObject := c.envelope(uiapwire.TypeCapabilitiesGet, []any{})
 			if why := c.onePerRequest(ctx, "ACTIVE", []exchange{
-				{what: "session.ping", req: c.envelope(uicontrol.TypePing, map[string]any{}), typ: uicontrol.TypePong},
-				{what: "capabilities.get", req: c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{}), typ: uicontrol.TypeCapabilitiesList},
+				{what: "session.ping", req: c.envelope(uiapwire.TypePing, map[string]any{}), typ: uiapwire.TypePong},
+				{what: "capabilities.get", req: c.envelope(uiapwire.TypeCapabilitiesGet, map[string]any{}), typ: uiapwire.TypeCapabilitiesList},
 				{what: "an unknown request type", req: c.envelope("x.conformance.nothing", map[string]any{}), error: true, codes: []string{"unknown_message_type"}},
 				{what: "an unknown session.* request", req: c.envelope("session.conformance-nothing", map[string]any{}), error: true},
 				{what: "a payload that is not an object", req: notObject, error: true, codes: []string{"invalid_message"}},
-				{what: "session.initialize", req: c.envelope(uicontrol.TypeInitialize, initialize("0.1")), error: true},
+				{what: "session.initialize", req: c.envelope(uiapwire.TypeInitialize, initialize("0.1")), error: true},
 				{what: "session.resume of the active session", req: c.invalidResume(c.session), error: true},
 			}); why != "" {
 				return why
@@ -456,18 +457,18 @@ var checks = []check{
 				return why
 			}
 			if why := c.onePerRequest(ctx, "INTERRUPTED", []exchange{
-				{what: "session.ping", req: c.envelope(uicontrol.TypePing, map[string]any{}), typ: uicontrol.TypePong},
-				{what: "capabilities.get", req: c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{}), error: true},
+				{what: "session.ping", req: c.envelope(uiapwire.TypePing, map[string]any{}), typ: uiapwire.TypePong},
+				{what: "capabilities.get", req: c.envelope(uiapwire.TypeCapabilitiesGet, map[string]any{}), error: true},
 				{what: "an unknown request type", req: c.envelope("x.conformance.nothing", map[string]any{}), error: true},
-				{what: "session.interrupt", req: c.envelope(uicontrol.TypeInterrupt, map[string]any{})},
-				{what: "session.initialize", req: c.envelope(uicontrol.TypeInitialize, initialize("0.1")), error: true},
+				{what: "session.interrupt", req: c.envelope(uiapwire.TypeInterrupt, map[string]any{})},
+				{what: "session.initialize", req: c.envelope(uiapwire.TypeInitialize, initialize("0.1")), error: true},
 				{what: "session.resume with an invalid token", req: c.invalidResume(c.session), error: true, codes: resumeCodes},
 				{what: "session.resume of an unknown session", req: c.invalidResume("uiap-conformance-" + ids.New()), error: true, codes: resumeCodes},
 			}); why != "" {
 				return why
 			}
-			m, why := c.request(ctx, c.envelope(uicontrol.TypeTerminate, map[string]any{}))
-			if why := wantResponse(m, why, uicontrol.TypeTerminated); why != "" {
+			m, why := c.request(ctx, c.envelope(uiapwire.TypeTerminate, map[string]any{}))
+			if why := wantResponse(m, why, uiapwire.TypeTerminated); why != "" {
 				return "INTERRUPTED: session.terminate: " + why
 			}
 			return ""
@@ -477,16 +478,16 @@ var checks = []check{
 			if why := c.handshake(ctx); why != "" {
 				return "handshake: " + why
 			}
-			m, why := c.request(ctx, c.envelope(uicontrol.TypeTerminate, map[string]any{"reason": "done"}))
+			m, why := c.request(ctx, c.envelope(uiapwire.TypeTerminate, map[string]any{"reason": "done"}))
 			if m == nil {
 				return why
 			}
-			if m.Type != uicontrol.TypeTerminated {
+			if m.Type != uiapwire.TypeTerminated {
 				return "answered with " + m.String()
 			}
 			short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			defer cancel()
-			if m, _ := c.request(short, c.envelope(uicontrol.TypeCapabilitiesGet, map[string]any{})); m != nil {
+			if m, _ := c.request(short, c.envelope(uiapwire.TypeCapabilitiesGet, map[string]any{})); m != nil {
 				return "a request after session.terminated was answered: " + m.String()
 			}
 			return ""

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/uicontrol/uiapconformance"
 )
@@ -72,7 +73,7 @@ func (s silentResume) Send(ctx context.Context, msg []byte) error {
 			FailedType string `json:"failedType"`
 		} `json:"payload"`
 	}
-	if json.Unmarshal(msg, &m) == nil && m.Kind == "error" && m.Payload.FailedType == uicontrol.TypeResume {
+	if json.Unmarshal(msg, &m) == nil && m.Kind == "error" && m.Payload.FailedType == uiapwire.TypeResume {
 		return nil
 	}
 	return s.Transport.Send(ctx, msg)

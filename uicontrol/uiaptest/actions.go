@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -93,7 +94,7 @@ func actionAgentOptions() *uicontrol.AgentOptions {
 // and returns its id.
 func (p *peer) action(payload msg) string {
 	p.h.Helper()
-	m := p.msg("request", uicontrol.TypeActionRequest, payload)
+	m := p.msg("request", uiapwire.TypeActionRequest, payload)
 	m["requires"] = []any{extAction}
 	p.send(m)
 	return m["id"].(string)
@@ -127,7 +128,7 @@ func (p *peer) actionEvent(typ, id, actionID string, state uicontrol.ActionState
 // returns its payload.
 func (p *peer) result(id, actionID string, state uicontrol.ActionState) msg {
 	p.h.Helper()
-	pl := p.response(id, uicontrol.TypeActionResult)
+	pl := p.response(id, uiapwire.TypeActionResult)
 	checkResult(p.h, pl, id, actionID, state)
 	return pl
 }
@@ -185,8 +186,8 @@ func testActionLifecycle(h *h) {
 	args := msg{"sku": "A-1", "qty": 2.0}
 	id := p.action(msg{"actionId": actionEcho, "args": args, "target": msg{"ref": msg{"stableId": "cart.add"}, "expectedRole": "button"},
 		"preferredExecutionModes": []any{"appAction"}, "metadata": msg{"x": 1.0}})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionEcho, uicontrol.ActionExecuting)
-	pl := p.actionEvent(uicontrol.TypeActionProgress, id, actionEcho, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionEcho, uicontrol.ActionExecuting)
+	pl := p.actionEvent(uiapwire.TypeActionProgress, id, actionEcho, uicontrol.ActionExecuting)
 	if pl["progress"] != 0.5 || pl["message"] != "halfway" {
 		h.Errorf("progress = %v", pl)
 	}
@@ -199,8 +200,8 @@ func testActionLifecycle(h *h) {
 	}
 	// Unknown members of the request are ignored (§4.1 rule 6).
 	id = p.action(msg{"actionId": actionEcho, "x.vendor": true, "timeoutMs": 60000.0})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionEcho, uicontrol.ActionExecuting)
-	p.actionEvent(uicontrol.TypeActionProgress, id, actionEcho, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionEcho, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionProgress, id, actionEcho, uicontrol.ActionExecuting)
 	p.result(id, actionEcho, uicontrol.ActionSucceeded)
 }
 
@@ -226,7 +227,7 @@ func testActionRefused(h *h) {
 		"idempotencyKey too big": {"actionId": actionEcho, "idempotencyKey": string(make([]byte, 129))},
 	} {
 		id := p.action(payload)
-		if pl := p.error(id, uicontrol.CodeInvalidMessage); pl["failedType"] != uicontrol.TypeActionRequest {
+		if pl := p.error(id, uicontrol.CodeInvalidMessage); pl["failedType"] != uiapwire.TypeActionRequest {
 			h.Errorf("%s: failedType %v", name, pl["failedType"])
 		}
 	}
@@ -237,8 +238,8 @@ func testActionRefused(h *h) {
 	id = p.request("action.nope", nil)
 	p.error(id, uicontrol.CodeUnknownMessageType)
 	// action.* requests get session_not_active outside ACTIVE, like any other.
-	iid := p.request(uicontrol.TypeInterrupt, nil)
-	p.response(iid, uicontrol.TypeInterrupted)
+	iid := p.request(uiapwire.TypeInterrupt, nil)
+	p.response(iid, uiapwire.TypeInterrupted)
 	id = p.action(msg{"actionId": actionEcho})
 	p.error(id, uicontrol.CodeSessionNotActive)
 }
@@ -248,13 +249,13 @@ func testActionRefused(h *h) {
 func testActionNotNegotiated(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	id := p.request(uicontrol.TypeActionRequest, msg{"actionId": actionEcho})
+	id := p.request(uiapwire.TypeActionRequest, msg{"actionId": actionEcho})
 	if pl := p.error(id, uicontrol.CodeUnsupportedExtension); jsonEqual(h, msg{"extension": extAction}, pl["details"]) != "" {
 		h.Errorf("details = %v", pl["details"])
 	}
 	id = p.action(msg{"actionId": actionEcho}) // with requires
 	p.error(id, uicontrol.CodeUnsupportedExtension)
-	id = p.request(uicontrol.TypeActionCancel, msg{"requestId": "r"})
+	id = p.request(uiapwire.TypeActionCancel, msg{"requestId": "r"})
 	p.error(id, uicontrol.CodeUnsupportedExtension)
 
 	// The Agent refuses locally.
@@ -279,7 +280,7 @@ func testIdempotencyKey(h *h) {
 		return n
 	}
 	first := p.action(msg{"actionId": actionCount, "args": msg{"a": 1.0, "b": 2.0}, "idempotencyKey": "k-1"})
-	p.actionEvent(uicontrol.TypeActionStarted, first, actionCount, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, first, actionCount, uicontrol.ActionExecuting)
 	res := p.result(first, actionCount, uicontrol.ActionSucceeded)
 	if count(res) != 1 || res["idempotencyKey"] != "k-1" {
 		h.Fatalf("first run: %v", res)
@@ -301,12 +302,12 @@ func testIdempotencyKey(h *h) {
 	}
 	// Without a key, or with another, the action runs again.
 	id := p.action(msg{"actionId": actionCount, "args": msg{"a": 1.0, "b": 2.0}})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionCount, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionCount, uicontrol.ActionExecuting)
 	if res := p.result(id, actionCount, uicontrol.ActionSucceeded); count(res) != 2 {
 		h.Errorf("without a key: %v", res)
 	}
 	id = p.action(msg{"actionId": actionCount, "args": msg{"a": 1.0, "b": 2.0}, "idempotencyKey": "k-2"})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionCount, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionCount, uicontrol.ActionExecuting)
 	if res := p.result(id, actionCount, uicontrol.ActionSucceeded); count(res) != 3 {
 		h.Errorf("another key: %v", res)
 	}
@@ -323,16 +324,16 @@ func testIdempotencyKeyRunning(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
 	first := p.action(msg{"actionId": actionWait, "idempotencyKey": "w"})
-	p.actionEvent(uicontrol.TypeActionStarted, first, actionWait, uicontrol.ActionExecuting)
-	p.actionEvent(uicontrol.TypeActionProgress, first, actionWait, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, first, actionWait, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionProgress, first, actionWait, uicontrol.ActionExecuting)
 	again := p.action(msg{"actionId": actionWait, "idempotencyKey": "w"})
 	synctest.Wait()
-	cancel := p.request(uicontrol.TypeActionCancel, msg{"requestId": first})
-	p.response(cancel, uicontrol.TypeActionCancelled)
+	cancel := p.request(uiapwire.TypeActionCancel, msg{"requestId": first})
+	p.response(cancel, uiapwire.TypeActionCancelled)
 	got := map[any]msg{}
 	for range 2 {
 		m := p.next()
-		if m["kind"] != "response" || m["type"] != uicontrol.TypeActionResult {
+		if m["kind"] != "response" || m["type"] != uiapwire.TypeActionResult {
 			h.Fatalf("want two action.result, got %v", m)
 		}
 		got[m["correlationId"]] = m["payload"].(msg)
@@ -351,21 +352,21 @@ func testActionCancel(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
 	id := p.action(msg{"actionId": actionWait})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionWait, uicontrol.ActionExecuting)
-	if pl := p.actionEvent(uicontrol.TypeActionProgress, id, actionWait, uicontrol.ActionExecuting); pl["message"] != "waiting" {
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionWait, uicontrol.ActionExecuting)
+	if pl := p.actionEvent(uiapwire.TypeActionProgress, id, actionWait, uicontrol.ActionExecuting); pl["message"] != "waiting" {
 		h.Errorf("progress = %v", pl)
 	}
-	c := p.request(uicontrol.TypeActionCancel, msg{"requestId": id, "reason": "changed my mind"})
-	if pl := p.response(c, uicontrol.TypeActionCancelled); pl["requestId"] != id || pl["state"] != string(uicontrol.ActionExecuting) {
+	c := p.request(uiapwire.TypeActionCancel, msg{"requestId": id, "reason": "changed my mind"})
+	if pl := p.response(c, uiapwire.TypeActionCancelled); pl["requestId"] != id || pl["state"] != string(uicontrol.ActionExecuting) {
 		h.Errorf("action.cancelled = %v", pl)
 	}
 	p.result(id, actionWait, uicontrol.ActionCancelled)
-	c = p.request(uicontrol.TypeActionCancel, msg{"requestId": id})
+	c = p.request(uiapwire.TypeActionCancel, msg{"requestId": id})
 	p.error(c, uicontrol.CodeStateConflict)
-	c = p.request(uicontrol.TypeActionCancel, msg{"requestId": "never-sent"})
+	c = p.request(uiapwire.TypeActionCancel, msg{"requestId": "never-sent"})
 	p.error(c, uicontrol.CodeStateConflict)
 	for _, bad := range []msg{{}, {"requestId": ""}, {"requestId": 1}} {
-		c = p.request(uicontrol.TypeActionCancel, bad)
+		c = p.request(uiapwire.TypeActionCancel, bad)
 		p.error(c, uicontrol.CodeInvalidMessage)
 	}
 }
@@ -377,8 +378,8 @@ func testActionTimeout(h *h) {
 	p.handshake(actionInitialize())
 	start := time.Now()
 	id := p.action(msg{"actionId": actionWait, "timeoutMs": 1500})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionWait, uicontrol.ActionExecuting)
-	p.actionEvent(uicontrol.TypeActionProgress, id, actionWait, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionWait, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionProgress, id, actionWait, uicontrol.ActionExecuting)
 	res := p.result(id, actionWait, uicontrol.ActionFailed)
 	if took := time.Since(start); took != 1500*time.Millisecond {
 		h.Errorf("timed out after %v, want 1.5s", took)
@@ -395,13 +396,13 @@ func testActionFailed(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
 	id := p.action(msg{"actionId": actionFail, "args": msg{"code": "x.test.out_of_stock"}})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionFail, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionFail, uicontrol.ActionExecuting)
 	res := p.result(id, actionFail, uicontrol.ActionFailed)
 	if e := res["error"].(msg); e["code"] != "x.test.out_of_stock" || e["message"] != "failed as asked" {
 		h.Errorf("error = %v", e)
 	}
 	id = p.action(msg{"actionId": actionFail})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionFail, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionFail, uicontrol.ActionExecuting)
 	res = p.result(id, actionFail, uicontrol.ActionFailed)
 	if e := res["error"].(msg); e["code"] != string(uicontrol.CodeInternalError) || e["message"] != "internal error" {
 		h.Errorf("internal error = %v", e)
@@ -536,7 +537,7 @@ func (t *loseAfterRequest) Receive(ctx context.Context) ([]byte, error) {
 	if err != nil || !t.armed.Load() {
 		return msg, err
 	}
-	if e, derr := uicontrol.DecodeEnvelope(msg); derr == nil && e.Type == uicontrol.TypeActionResult {
+	if e, derr := uicontrol.DecodeEnvelope(msg); derr == nil && e.Type == uiapwire.TypeActionResult {
 		_ = t.Transport.Close()
 		return nil, uicontrol.ErrClosed
 	}

@@ -3,6 +3,7 @@ package uiaptest
 import (
 	"testing/synctest"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -20,8 +21,8 @@ func capabilityCases() []testCase {
 func testGetFull(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	id := p.request(uicontrol.TypeCapabilitiesGet, nil)
-	pl := p.response(id, uicontrol.TypeCapabilitiesList)
+	id := p.request(uiapwire.TypeCapabilitiesGet, nil)
+	pl := p.response(id, uiapwire.TypeCapabilitiesList)
 	if d := jsonEqual(h, rawJSON(sampleCapabilities), pl["capabilities"]); d != "" {
 		h.Errorf("capabilities (-want +got):\n%s", d)
 	}
@@ -55,8 +56,8 @@ func testIncludeFiltering(h *h) {
 		{[]any{"nope"}, msg{}},
 		{[]any{"x.vendor.extra"}, pick("x.vendor.extra")},
 	} {
-		id := p.request(uicontrol.TypeCapabilitiesGet, msg{"include": tc.include})
-		pl := p.response(id, uicontrol.TypeCapabilitiesList)
+		id := p.request(uiapwire.TypeCapabilitiesGet, msg{"include": tc.include})
+		pl := p.response(id, uiapwire.TypeCapabilitiesList)
 		if d := jsonEqual(h, tc.want, pl["capabilities"]); d != "" {
 			h.Errorf("include %v (-want +got):\n%s", tc.include, d)
 		}
@@ -66,7 +67,7 @@ func testIncludeFiltering(h *h) {
 		rev = pl["revision"]
 	}
 	for _, bad := range []any{"actions", []any{1}, []any{""}, msg{}} {
-		id := p.request(uicontrol.TypeCapabilitiesGet, msg{"include": bad})
+		id := p.request(uiapwire.TypeCapabilitiesGet, msg{"include": bad})
 		p.error(id, uicontrol.CodeInvalidMessage)
 	}
 }
@@ -140,14 +141,14 @@ func testChangedWire(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	p.handshake(initialize())
-	id := p.request(uicontrol.TypeCapabilitiesGet, nil)
-	rev0 := p.response(id, uicontrol.TypeCapabilitiesList)["revision"]
+	id := p.request(uiapwire.TypeCapabilitiesGet, nil)
+	rev0 := p.response(id, uiapwire.TypeCapabilitiesList)["revision"]
 	next := `{"roles":[],"x.other":1}`
 	if _, err := app.SetCapabilities(h.ctx(), mustDoc(h, next), "configuration"); err != nil {
 		h.Fatal(err)
 	}
 	m := p.next()
-	if m["kind"] != "event" || m["type"] != uicontrol.TypeCapabilitiesChanged || m["seq"] != 1.0 {
+	if m["kind"] != "event" || m["type"] != uiapwire.TypeCapabilitiesChanged || m["seq"] != 1.0 {
 		h.Fatalf("changed = %v", m)
 	}
 	if _, has := m["correlationId"]; has {
@@ -160,8 +161,8 @@ func testChangedWire(h *h) {
 	if d := jsonEqual(h, rawJSON(next), pl["capabilities"]); d != "" {
 		h.Errorf("capabilities (-want +got):\n%s", d)
 	}
-	id = p.request(uicontrol.TypeCapabilitiesGet, nil)
-	if got := p.response(id, uicontrol.TypeCapabilitiesList); got["revision"] != pl["revision"] {
+	id = p.request(uiapwire.TypeCapabilitiesGet, nil)
+	if got := p.response(id, uiapwire.TypeCapabilitiesList); got["revision"] != pl["revision"] {
 		h.Errorf("capabilities.list revision %v, changed said %v", got["revision"], pl["revision"])
 	}
 }
@@ -177,6 +178,6 @@ func testNoPushNone(h *h) {
 	}
 	p.silence()
 	// Asking still works.
-	id := p.request(uicontrol.TypeCapabilitiesGet, nil)
-	p.response(id, uicontrol.TypeCapabilitiesList)
+	id := p.request(uiapwire.TypeCapabilitiesGet, nil)
+	p.response(id, uiapwire.TypeCapabilitiesList)
 }

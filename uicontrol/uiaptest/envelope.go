@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -40,7 +41,7 @@ func testRequiredFieldMissing(h *h) {
 	p.handshake(initialize())
 	for _, field := range requiredFields {
 		for _, null := range []bool{false, true} {
-			m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+			m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 			id := m["id"].(string)
 			if null {
 				m[field] = nil
@@ -52,20 +53,20 @@ func testRequiredFieldMissing(h *h) {
 				id = ""
 			}
 			pl := p.error(id, uicontrol.CodeInvalidMessage)
-			if field != "type" && pl["failedType"] != uicontrol.TypeCapabilitiesGet {
+			if field != "type" && pl["failedType"] != uiapwire.TypeCapabilitiesGet {
 				h.Errorf("%s missing: failedType = %v", field, pl["failedType"])
 			}
 		}
 	}
 	// The session is still usable.
-	id := p.request(uicontrol.TypeCapabilitiesGet, nil)
-	p.response(id, uicontrol.TypeCapabilitiesList)
+	id := p.request(uiapwire.TypeCapabilitiesGet, nil)
+	p.response(id, uiapwire.TypeCapabilitiesList)
 }
 
 func testRequiredFieldMissingBeforeHandshake(h *h) {
 	p := h.rawAgent(h.app(nil))
 	for _, field := range requiredFields {
-		m := p.msg("request", uicontrol.TypeInitialize, initialize())
+		m := p.msg("request", uiapwire.TypeInitialize, initialize())
 		id := m["id"].(string)
 		delete(m, field)
 		p.send(m)
@@ -82,15 +83,15 @@ func testPayloadMustBeObject(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	for _, payload := range []any{nil, []any{}, []any{msg{}}, "x", 1, true} {
-		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+		m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 		m["payload"] = payload
 		p.send(m)
 		p.error(m["id"].(string), uicontrol.CodeInvalidMessage)
 	}
 	// The payload of a core request must have its members' types too.
-	id := p.request(uicontrol.TypeInitialize, msg{"supportedVersions": "0.1", "peer": msg{"role": "agent"}})
+	id := p.request(uiapwire.TypeInitialize, msg{"supportedVersions": "0.1", "peer": msg{"role": "agent"}})
 	p.error(id, uicontrol.CodeStateConflict) // the state is checked before the payload of a second initialize
-	id = p.request(uicontrol.TypeCapabilitiesGet, msg{"include": "actions"})
+	id = p.request(uiapwire.TypeCapabilitiesGet, msg{"include": "actions"})
 	p.error(id, uicontrol.CodeInvalidMessage)
 }
 
@@ -128,7 +129,7 @@ func testFieldTypes(h *h) {
 		{"requires", "web@0.1"}, {"requires", []any{""}}, {"requires", []any{1}},
 		{"ext", []any{}}, {"ext", "x"},
 	} {
-		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+		m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 		m[tc.field] = tc.value
 		p.send(m)
 		p.error(m["id"].(string), uicontrol.CodeInvalidMessage)
@@ -143,10 +144,10 @@ func testFieldTypes(h *h) {
 		{"source", msg{"role": "bridge", "id": "b", "x-extra": 1}},
 		{"seq", 0}, {"seq", 42},
 	} {
-		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+		m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 		m[tc.field] = tc.value
 		p.send(m)
-		p.response(m["id"].(string), uicontrol.TypeCapabilitiesList)
+		p.response(m["id"].(string), uiapwire.TypeCapabilitiesList)
 	}
 }
 
@@ -154,12 +155,12 @@ func testFieldTypes(h *h) {
 func testNullOptionalFields(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	m := p.msg("request", uicontrol.TypeCapabilitiesGet, msg{"include": nil})
+	m := p.msg("request", uiapwire.TypeCapabilitiesGet, msg{"include": nil})
 	for _, f := range []string{"sessionId", "correlationId", "target", "seq", "requires", "ext"} {
 		m[f] = nil
 	}
 	p.send(m)
-	pl := p.response(m["id"].(string), uicontrol.TypeCapabilitiesList)
+	pl := p.response(m["id"].(string), uiapwire.TypeCapabilitiesList)
 	if d := jsonEqual(h, rawJSON(sampleCapabilities), pl["capabilities"]); d != "" {
 		h.Errorf("include null is absent: full document expected (-want +got):\n%s", d)
 	}
@@ -172,11 +173,11 @@ func testUnknownFieldsIgnored(h *h) {
 	init := initialize()
 	init["x-future"] = msg{"a": 1}
 	init["peer"].(msg)["mood"] = "curious"
-	m := p.msg("request", uicontrol.TypeInitialize, init)
+	m := p.msg("request", uiapwire.TypeInitialize, init)
 	m["priority"] = "high"
 	m["Payload"] = "case matters: this is not payload"
 	p.send(m)
-	pl := p.response(m["id"].(string), uicontrol.TypeInitialized)
+	pl := p.response(m["id"].(string), uiapwire.TypeInitialized)
 	p.sessionID = pl["sessionId"].(string)
 	m = p.msg("request", typeEcho, msg{"x": 1})
 	m["trace"] = []any{1, 2}
@@ -191,7 +192,7 @@ func testUnknownFieldsIgnored(h *h) {
 func testNotAMessage(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	valid, _ := json.Marshal(p.msg("request", uicontrol.TypeCapabilitiesGet, nil))
+	valid, _ := json.Marshal(p.msg("request", uiapwire.TypeCapabilitiesGet, nil))
 	for _, b := range [][]byte{
 		[]byte("hello"), []byte(""), []byte("null"), []byte("[]"), []byte(`"x"`),
 		[]byte(`{"uiap":"0.1"`),
@@ -222,28 +223,28 @@ func testMessageIDLength(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	for _, id := range []string{"", strings.Repeat("i", 129), strings.Repeat("é", 129)} {
-		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+		m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 		m["id"] = id
 		p.send(m)
 		p.error("", uicontrol.CodeInvalidMessage)
 	}
 	for _, id := range []string{"1", strings.Repeat("i", 128), strings.Repeat("é", 128)} {
-		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+		m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 		m["id"] = id
 		p.send(m)
-		p.response(id, uicontrol.TypeCapabilitiesList)
+		p.response(id, uiapwire.TypeCapabilitiesList)
 	}
 }
 
 // §3: a MessageId is unique within a session.
 func testDuplicateMessageID(h *h) {
 	p := h.rawAgent(h.app(nil))
-	init := p.msg("request", uicontrol.TypeInitialize, initialize())
+	init := p.msg("request", uiapwire.TypeInitialize, initialize())
 	p.send(init)
-	p.sessionID = p.response(init["id"].(string), uicontrol.TypeInitialized)["sessionId"].(string)
-	m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+	p.sessionID = p.response(init["id"].(string), uiapwire.TypeInitialized)["sessionId"].(string)
+	m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 	p.send(m)
-	p.response(m["id"].(string), uicontrol.TypeCapabilitiesList)
+	p.response(m["id"].(string), uiapwire.TypeCapabilitiesList)
 	m["type"] = typeEcho
 	p.send(m)
 	p.error(m["id"].(string), uicontrol.CodeInvalidMessage)
@@ -257,16 +258,16 @@ func testDuplicateMessageID(h *h) {
 func testForeignSessionID(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+	m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 	m["sessionId"] = "another-session"
 	p.send(m)
 	p.error(m["id"].(string), uicontrol.CodeUnknownSession)
 	// sessionId SHOULD be present after the handshake, but its absence is
 	// no error.
-	m = p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+	m = p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 	delete(m, "sessionId")
 	p.send(m)
-	p.response(m["id"].(string), uicontrol.TypeCapabilitiesList)
+	p.response(m["id"].(string), uiapwire.TypeCapabilitiesList)
 }
 
 // §4.1 rule 5, §12 rules 1, 2 and 5: ext holds extension data by
@@ -282,15 +283,15 @@ func testExtNeverOverridesCore(h *h) {
 		{"capabilities": msg{}},
 		{"": 1},
 	} {
-		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+		m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 		m["ext"] = ext
 		p.send(m)
 		p.error(m["id"].(string), uicontrol.CodeInvalidMessage)
 	}
-	m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+	m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 	m["ext"] = msg{"x.vendor.unknown": msg{"payload": "ignored"}, extPolicy: msg{"decision": "allow"}, "uicp.policy": msg{}}
 	p.send(m)
-	pl := p.response(m["id"].(string), uicontrol.TypeCapabilitiesList)
+	pl := p.response(m["id"].(string), uiapwire.TypeCapabilitiesList)
 	if d := jsonEqual(h, rawJSON(sampleCapabilities), pl["capabilities"]); d != "" {
 		h.Errorf("ext changed the request (-want +got):\n%s", d)
 	}
@@ -312,16 +313,16 @@ func testRequiresEnforced(h *h) {
 		{[]any{"web@0.2"}, uicontrol.CodeUnsupportedProfile},
 		{[]any{"web@0.1", "x.vendor.feature"}, uicontrol.CodeUnsupportedExtension},
 	} {
-		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+		m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 		m["requires"] = tc.requires
 		p.send(m)
 		p.error(m["id"].(string), tc.code)
 	}
 	for _, req := range [][]any{{"web@0.1"}, {"web"}, {"uiap.policy"}, {"uicp.policy@0.1"}, {"web@0.1", "uiap.policy@0.1"}, {}} {
-		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+		m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 		m["requires"] = req
 		p.send(m)
-		p.response(m["id"].(string), uicontrol.TypeCapabilitiesList)
+		p.response(m["id"].(string), uiapwire.TypeCapabilitiesList)
 	}
 	// Events with unfulfilled requires are answered too: requires is
 	// checked for every kind.
@@ -336,7 +337,7 @@ func testVersionMismatch(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
 	for _, v := range []string{"0.2", "1.0", "00.1"} {
-		m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+		m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 		m["uiap"] = v
 		p.send(m)
 		pl := p.error(m["id"].(string), uicontrol.CodeUnsupportedVersion)
@@ -344,8 +345,8 @@ func testVersionMismatch(h *h) {
 			h.Errorf("details = %v, want selectedVersion 0.1", pl["details"])
 		}
 	}
-	id := p.request(uicontrol.TypeCapabilitiesGet, nil)
-	p.response(id, uicontrol.TypeCapabilitiesList)
+	id := p.request(uiapwire.TypeCapabilitiesGet, nil)
+	p.response(id, uiapwire.TypeCapabilitiesList)
 }
 
 // §10 unknown_message_type: a request of a type nobody handles; unknown
@@ -416,16 +417,16 @@ func testEveryRequestAnswered(h *h) {
 		var m msg
 		switch i % 6 {
 		case 0:
-			m = p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+			m = p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 		case 1:
 			m = p.msg("request", typeEcho, msg{"i": i})
 		case 2:
 			m = p.msg("request", "x.nope.do", nil)
 		case 3:
-			m = p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+			m = p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 			m["payload"] = []any{}
 		case 4:
-			m = p.msg("request", uicontrol.TypePing, msg{"nonce": "n"})
+			m = p.msg("request", uiapwire.TypePing, msg{"nonce": "n"})
 		case 5:
 			m = p.msg("request", typeFail, msg{"Code": "timeout"})
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -23,15 +24,15 @@ const beat = 10 * time.Second
 func testPingPong(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(initialize())
-	id := p.request(uicontrol.TypePing, msg{"nonce": "n-1"})
-	if pl := p.response(id, uicontrol.TypePong); pl["nonce"] != "n-1" {
+	id := p.request(uiapwire.TypePing, msg{"nonce": "n-1"})
+	if pl := p.response(id, uiapwire.TypePong); pl["nonce"] != "n-1" {
 		h.Errorf("pong = %v", pl)
 	}
-	id = p.request(uicontrol.TypePing, nil)
-	if pl := p.response(id, uicontrol.TypePong); len(pl) != 0 {
+	id = p.request(uiapwire.TypePing, nil)
+	if pl := p.response(id, uiapwire.TypePong); len(pl) != 0 {
 		h.Errorf("pong without nonce = %v", pl)
 	}
-	id = p.request(uicontrol.TypePing, msg{"nonce": 7})
+	id = p.request(uiapwire.TypePing, msg{"nonce": 7})
 	p.error(id, uicontrol.CodeInvalidMessage)
 }
 
@@ -56,10 +57,10 @@ func testHeartbeatAlive(h *h) {
 	for range 3 {
 		m := p.next()
 		nonce, _ := m["payload"].(msg)["nonce"].(string)
-		if m["type"] != uicontrol.TypePing || m["kind"] != "request" || nonce == "" {
+		if m["type"] != uiapwire.TypePing || m["kind"] != "request" || nonce == "" {
 			h.Fatalf("want a ping with a nonce, got %v", m)
 		}
-		r := p.msg("response", uicontrol.TypePong, msg{"nonce": nonce})
+		r := p.msg("response", uiapwire.TypePong, msg{"nonce": nonce})
 		r["correlationId"] = m["id"]
 		p.send(r)
 	}
@@ -81,7 +82,7 @@ func testMissedPongsApp(h *h) {
 		h.Errorf("Err = %v", s.Err())
 	}
 	got := p.closed()
-	if len(got) != 2 || got[0]["type"] != uicontrol.TypePing || got[1]["type"] != uicontrol.TypePing {
+	if len(got) != 2 || got[0]["type"] != uiapwire.TypePing || got[1]["type"] != uiapwire.TypePing {
 		h.Errorf("before the close: %v, want two pings", got)
 	}
 	if app.Session(sid) != nil {
@@ -102,7 +103,7 @@ func testMissedPongsAgent(h *h) {
 	}()
 	init := p.next()
 	p.sessionID = "s-1"
-	r := p.msg("response", uicontrol.TypeInitialized, msg{"sessionId": "s-1", "selectedVersion": "0.1",
+	r := p.msg("response", uiapwire.TypeInitialized, msg{"sessionId": "s-1", "selectedVersion": "0.1",
 		"capabilityDelivery": "none", "heartbeatMs": beat.Milliseconds()})
 	r["correlationId"] = init["id"]
 	p.send(r)
@@ -135,7 +136,7 @@ func testWrongNonce(h *h) {
 		if err != nil {
 			break
 		}
-		r := p.msg("response", uicontrol.TypePong, msg{"nonce": "not-the-nonce"})
+		r := p.msg("response", uiapwire.TypePong, msg{"nonce": "not-the-nonce"})
 		r["correlationId"] = m["id"]
 		p.send(r)
 	}
@@ -152,10 +153,10 @@ func testOneHeartbeat(h *h) {
 	app := h.app(func(o *uicontrol.AppOptions) { o.Heartbeat = beat })
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
-	id := p.request(uicontrol.TypeInterrupt, nil)
-	p.response(id, uicontrol.TypeInterrupted)
-	id = p.request(uicontrol.TypeResume, msg{"sessionId": init["sessionId"], "resumeToken": init["resumeToken"]})
-	p.response(id, uicontrol.TypeResumed)
+	id := p.request(uiapwire.TypeInterrupt, nil)
+	p.response(id, uiapwire.TypeInterrupted)
+	id = p.request(uiapwire.TypeResume, msg{"sessionId": init["sessionId"], "resumeToken": init["resumeToken"]})
+	p.response(id, uiapwire.TypeResumed)
 	deadline := time.Now().Add(10*beat + beat/2)
 	pings := 0
 	for {
@@ -163,11 +164,11 @@ func testOneHeartbeat(h *h) {
 		if err != nil {
 			break
 		}
-		if m["type"] != uicontrol.TypePing {
+		if m["type"] != uiapwire.TypePing {
 			h.Fatalf("unexpected %v", m)
 		}
 		pings++
-		r := p.msg("response", uicontrol.TypePong, m["payload"].(msg))
+		r := p.msg("response", uiapwire.TypePong, m["payload"].(msg))
 		r["correlationId"] = m["id"]
 		p.send(r)
 	}

@@ -3,6 +3,7 @@ package uiaptest
 import (
 	"errors"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -26,7 +27,7 @@ func testNoCommonVersion(h *h) {
 	p := h.rawAgent(h.app(nil))
 	init := initialize()
 	init["supportedVersions"] = []any{"9.9", "1.0", "0.0"}
-	id := p.request(uicontrol.TypeInitialize, init)
+	id := p.request(uiapwire.TypeInitialize, init)
 	pl := p.error(id, uicontrol.CodeUnsupportedVersion)
 	if d := jsonEqual(h, msg{"supportedVersions": []any{"0.1"}}, pl["details"]); d != "" {
 		h.Errorf("details (-want +got):\n%s", d)
@@ -39,11 +40,11 @@ func testSelectsOneVersion(h *h) {
 	p := h.rawAgent(h.app(nil))
 	init := initialize()
 	init["supportedVersions"] = []any{"1.0", "0.2", "0.1", "0.0"}
-	m := p.msg("request", uicontrol.TypeInitialize, init)
+	m := p.msg("request", uiapwire.TypeInitialize, init)
 	m["uiap"] = "1.0" // the initiator's highest
 	p.send(m)
 	got := p.next()
-	if got["type"] != uicontrol.TypeInitialized || got["payload"].(msg)["selectedVersion"] != "0.1" || got["uiap"] != "0.1" {
+	if got["type"] != uiapwire.TypeInitialized || got["payload"].(msg)["selectedVersion"] != "0.1" || got["uiap"] != "0.1" {
 		h.Fatalf("initialized = %v", got)
 	}
 }
@@ -66,7 +67,7 @@ func testInitializePayload(h *h) {
 	} {
 		init := initialize()
 		mod(init)
-		id := p.request(uicontrol.TypeInitialize, init)
+		id := p.request(uiapwire.TypeInitialize, init)
 		if pl := p.next(); pl["type"] != "error" {
 			h.Errorf("%s: got %v", name, pl)
 		} else {
@@ -75,7 +76,7 @@ func testInitializePayload(h *h) {
 	}
 	init := initialize()
 	init["supportedExtensions"] = []any{msg{"id": "x.a", "versions": []any{"0.1"}}, msg{"id": "x.a", "versions": []any{"0.2"}}}
-	id := p.request(uicontrol.TypeInitialize, init)
+	id := p.request(uiapwire.TypeInitialize, init)
 	p.error(id, uicontrol.CodeBadRequest)
 }
 
@@ -120,7 +121,7 @@ func testRequiredExtension(h *h) {
 		init := initialize()
 		init["supportedExtensions"] = tc.offer
 		if tc.code != "" {
-			id := p.request(uicontrol.TypeInitialize, init)
+			id := p.request(uiapwire.TypeInitialize, init)
 			pl := p.error(id, tc.code)
 			if d, _ := pl["details"].(msg); d["extension"] == nil {
 				h.Errorf("details do not name the extension: %v", pl)
@@ -141,7 +142,7 @@ func testExtensionRequiredByApp(h *h) {
 	p := h.rawAgent(app)
 	init := initialize()
 	delete(init, "supportedExtensions")
-	id := p.request(uicontrol.TypeInitialize, init)
+	id := p.request(uiapwire.TypeInitialize, init)
 	p.error(id, uicontrol.CodeUnsupportedExtension)
 	p.handshake(initialize())
 }
@@ -156,10 +157,10 @@ func testPolicyAlias(h *h) {
 	if d := jsonEqual(h, []any{msg{"id": "uicp.policy", "version": "0.1"}}, pl["selectedExtensions"]); d != "" {
 		h.Errorf("selectedExtensions (-want +got):\n%s", d)
 	}
-	m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+	m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 	m["requires"] = []any{"uiap.policy"}
 	p.send(m)
-	p.response(m["id"].(string), uicontrol.TypeCapabilitiesList)
+	p.response(m["id"].(string), uiapwire.TypeCapabilitiesList)
 }
 
 func testRequiresOnInitialize(h *h) {
@@ -171,7 +172,7 @@ func testRequiresOnInitialize(h *h) {
 		{[]any{"mobile@0.1"}, uicontrol.CodeUnsupportedProfile},
 		{[]any{"x.vendor.nope"}, uicontrol.CodeUnsupportedExtension},
 	} {
-		m := p.msg("request", uicontrol.TypeInitialize, initialize())
+		m := p.msg("request", uiapwire.TypeInitialize, initialize())
 		m["requires"] = tc.requires
 		p.send(m)
 		p.error(m["id"].(string), tc.code)
@@ -179,14 +180,14 @@ func testRequiresOnInitialize(h *h) {
 	// Not offered as a profile, so not selected: requires fails.
 	init := initialize()
 	delete(init, "supportedProfiles")
-	m := p.msg("request", uicontrol.TypeInitialize, init)
+	m := p.msg("request", uiapwire.TypeInitialize, init)
 	m["requires"] = []any{"web@0.1"}
 	p.send(m)
 	p.error(m["id"].(string), uicontrol.CodeUnsupportedProfile)
-	m = p.msg("request", uicontrol.TypeInitialize, initialize())
+	m = p.msg("request", uiapwire.TypeInitialize, initialize())
 	m["requires"] = []any{"web@0.1", "uiap.policy"}
 	p.send(m)
-	p.response(m["id"].(string), uicontrol.TypeInitialized)
+	p.response(m["id"].(string), uiapwire.TypeInitialized)
 }
 
 // §8.1: capabilities are present exactly when capabilityDelivery is
@@ -242,7 +243,7 @@ func testAgentOffer(h *h) {
 		})
 	}()
 	m := p.next()
-	if m["kind"] != "request" || m["type"] != uicontrol.TypeInitialize || m["uiap"] != "0.1" {
+	if m["kind"] != "request" || m["type"] != uiapwire.TypeInitialize || m["uiap"] != "0.1" {
 		h.Fatalf("initialize = %v", m)
 	}
 	if _, ok := m["sessionId"]; ok {
@@ -300,7 +301,7 @@ func testAgentChecksInitialized(h *h) {
 		init := p.next()
 		pl := good()
 		tc.mod(pl)
-		r := p.msg("response", uicontrol.TypeInitialized, pl)
+		r := p.msg("response", uiapwire.TypeInitialized, pl)
 		r["correlationId"] = init["id"]
 		r["sessionId"] = "s-1"
 		p.send(r)
@@ -318,7 +319,7 @@ func testAgentChecksInitialized(h *h) {
 			h.Errorf("%s: Connect error = %v, want %s", tc.name, res.err, tc.code)
 		}
 		got := p.closed()
-		if len(got) != 1 || got[0]["type"] != uicontrol.TypeTerminate || got[0]["payload"].(msg)["reason"] != "error" {
+		if len(got) != 1 || got[0]["type"] != uiapwire.TypeTerminate || got[0]["payload"].(msg)["reason"] != "error" {
 			h.Errorf("%s: after a bad handshake the agent sent %v, want session.terminate (error)", tc.name, got)
 		}
 	}

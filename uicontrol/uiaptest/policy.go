@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -66,7 +67,7 @@ func testPolicyConfirm(h *h) {
 	init["supportedExtensions"] = []any{msg{"id": "uicp.policy", "versions": []any{"0.1"}}, msg{"id": extAction, "versions": []any{"0.1"}}}
 	p.handshake(init)
 	id := p.action(msg{"actionId": actionPay, "args": msg{"amount": 12.5}})
-	started := p.event(uicontrol.TypeActionStarted)
+	started := p.event(uiapwire.TypeActionStarted)
 	if pl := started["payload"].(msg); pl["requestId"] != id || pl["state"] != string(uicontrol.ActionAwaitingConfirmation) {
 		h.Errorf("action.started = %v", pl)
 	}
@@ -74,7 +75,7 @@ func testPolicyConfirm(h *h) {
 		h.Errorf("action.started ext = %v", started["ext"])
 	}
 	req := p.next()
-	if req["kind"] != "request" || req["type"] != uicontrol.TypeActionConfirm {
+	if req["kind"] != "request" || req["type"] != uiapwire.TypeActionConfirm {
 		h.Fatalf("want action.confirm, got %v", req)
 	}
 	if d := jsonEqual(h, []any{extAction}, req["requires"]); d != "" {
@@ -87,8 +88,8 @@ func testPolicyConfirm(h *h) {
 	if d := policyExt(req, "uicp.policy"); d["decision"] != "confirm" {
 		h.Errorf("action.confirm ext = %v", req["ext"])
 	}
-	p.respond(req, uicontrol.TypeActionConfirmed, msg{"requestId": id, "confirmed": true})
-	p.actionEvent(uicontrol.TypeActionProgress, id, actionPay, uicontrol.ActionExecuting)
+	p.respond(req, uiapwire.TypeActionConfirmed, msg{"requestId": id, "confirmed": true})
+	p.actionEvent(uiapwire.TypeActionProgress, id, actionPay, uicontrol.ActionExecuting)
 	res := p.result(id, actionPay, uicontrol.ActionSucceeded)
 	if d := jsonEqual(h, msg{"paid": true}, res["result"]); d != "" {
 		h.Errorf("result (-want +got):\n%s", d)
@@ -102,20 +103,20 @@ func testPolicyConfirmRefused(h *h) {
 	p.handshake(actionInitialize())
 	for name, answer := range map[string]func(req msg){
 		"confirmed false": func(req msg) {
-			p.respond(req, uicontrol.TypeActionConfirmed, msg{"confirmed": false, "reason": "too expensive"})
+			p.respond(req, uiapwire.TypeActionConfirmed, msg{"confirmed": false, "reason": "too expensive"})
 		},
 		"error": func(req msg) {
 			m := p.msg("error", "error", msg{"code": "permission_denied", "message": "the user said no"})
 			m["correlationId"] = req["id"]
 			p.send(m)
 		},
-		"confirmed missing": func(req msg) { p.respond(req, uicontrol.TypeActionConfirmed, msg{}) },
+		"confirmed missing": func(req msg) { p.respond(req, uiapwire.TypeActionConfirmed, msg{}) },
 		"wrong type":        func(req msg) { p.respond(req, "x.test.whatever", msg{"confirmed": true}) },
 	} {
 		id := p.action(msg{"actionId": actionPay, "idempotencyKey": "pay"})
-		p.actionEvent(uicontrol.TypeActionStarted, id, actionPay, uicontrol.ActionAwaitingConfirmation)
+		p.actionEvent(uiapwire.TypeActionStarted, id, actionPay, uicontrol.ActionAwaitingConfirmation)
 		req := p.next()
-		if req["type"] != uicontrol.TypeActionConfirm {
+		if req["type"] != uiapwire.TypeActionConfirm {
 			h.Fatalf("%s: want action.confirm, got %v", name, req)
 		}
 		answer(req)
@@ -135,19 +136,19 @@ func testPolicyConfirmCancelled(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
 	id := p.action(msg{"actionId": actionPay})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionPay, uicontrol.ActionAwaitingConfirmation)
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionPay, uicontrol.ActionAwaitingConfirmation)
 	req := p.next()
-	c := p.request(uicontrol.TypeActionCancel, msg{"requestId": id})
-	if pl := p.response(c, uicontrol.TypeActionCancelled); pl["state"] != string(uicontrol.ActionAwaitingConfirmation) {
+	c := p.request(uiapwire.TypeActionCancel, msg{"requestId": id})
+	if pl := p.response(c, uiapwire.TypeActionCancelled); pl["state"] != string(uicontrol.ActionAwaitingConfirmation) {
 		h.Errorf("action.cancelled = %v", pl)
 	}
 	p.result(id, actionPay, uicontrol.ActionCancelled)
 	// A late confirmation is dropped.
-	p.respond(req, uicontrol.TypeActionConfirmed, msg{"confirmed": true})
+	p.respond(req, uiapwire.TypeActionConfirmed, msg{"confirmed": true})
 
 	id = p.action(msg{"actionId": actionPay, "timeoutMs": 1000})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionPay, uicontrol.ActionAwaitingConfirmation)
-	if req := p.next(); req["type"] != uicontrol.TypeActionConfirm {
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionPay, uicontrol.ActionAwaitingConfirmation)
+	if req := p.next(); req["type"] != uiapwire.TypeActionConfirm {
 		h.Fatalf("want action.confirm, got %v", req)
 	}
 	res := p.result(id, actionPay, uicontrol.ActionFailed)
@@ -198,7 +199,7 @@ func testPolicyHandoff(h *h) {
 	p := h.rawAgent(h.app(nil))
 	p.handshake(actionInitialize())
 	id := p.action(msg{"actionId": actionHandoff})
-	started := p.actionEvent(uicontrol.TypeActionStarted, id, actionHandoff, uicontrol.ActionWaitingForUser)
+	started := p.actionEvent(uiapwire.TypeActionStarted, id, actionHandoff, uicontrol.ActionWaitingForUser)
 	_ = started
 	res := p.result(id, actionHandoff, uicontrol.ActionSucceeded)
 	if d := jsonEqual(h, msg{"by": "human", "reason": "a human does this"}, res["result"]); d != "" {

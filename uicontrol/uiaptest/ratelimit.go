@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -63,18 +64,18 @@ func testRateLimited(h *h) {
 	checkRateLimited(h, got[ids[3]], ids[3], typeEcho, time.Second)
 
 	time.Sleep(500 * time.Millisecond)
-	id := p.request(uicontrol.TypeCapabilitiesGet, nil)
-	checkRateLimited(h, p.next(), id, uicontrol.TypeCapabilitiesGet, 500*time.Millisecond)
+	id := p.request(uiapwire.TypeCapabilitiesGet, nil)
+	checkRateLimited(h, p.next(), id, uiapwire.TypeCapabilitiesGet, 500*time.Millisecond)
 	time.Sleep(500 * time.Millisecond)
-	id = p.request(uicontrol.TypeCapabilitiesGet, nil)
-	p.response(id, uicontrol.TypeCapabilitiesList)
+	id = p.request(uiapwire.TypeCapabilitiesGet, nil)
+	p.response(id, uiapwire.TypeCapabilitiesList)
 	id = p.action(msg{"actionId": actionEcho})
-	checkRateLimited(h, p.next(), id, uicontrol.TypeActionRequest, time.Second)
+	checkRateLimited(h, p.next(), id, uiapwire.TypeActionRequest, time.Second)
 	// A refused request does not take a token: after a second, one passes.
 	time.Sleep(time.Second)
 	id = p.action(msg{"actionId": actionEcho})
-	p.actionEvent(uicontrol.TypeActionStarted, id, actionEcho, uicontrol.ActionExecuting)
-	p.actionEvent(uicontrol.TypeActionProgress, id, actionEcho, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, id, actionEcho, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionProgress, id, actionEcho, uicontrol.ActionExecuting)
 	p.result(id, actionEcho, uicontrol.ActionSucceeded)
 	// Unknown types count too (they cost the app an answer).
 	id = p.request("x.nope.do", nil)
@@ -88,28 +89,28 @@ func testRateLimitSessionExempt(h *h) {
 	p := h.rawAgent(h.limitedApp())
 	pl := p.handshake(actionInitialize())
 	wait := p.action(msg{"actionId": actionWait})
-	p.actionEvent(uicontrol.TypeActionStarted, wait, actionWait, uicontrol.ActionExecuting)
-	p.actionEvent(uicontrol.TypeActionProgress, wait, actionWait, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionStarted, wait, actionWait, uicontrol.ActionExecuting)
+	p.actionEvent(uiapwire.TypeActionProgress, wait, actionWait, uicontrol.ActionExecuting)
 	p.request(typeEcho, nil)
 	p.request(typeEcho, nil)
 	p.answers(2)
 	id := p.request(typeEcho, nil)
 	checkRateLimited(h, p.next(), id, typeEcho, time.Second)
-	c := p.request(uicontrol.TypeActionCancel, msg{"requestId": wait})
-	p.response(c, uicontrol.TypeActionCancelled)
+	c := p.request(uiapwire.TypeActionCancel, msg{"requestId": wait})
+	p.response(c, uiapwire.TypeActionCancelled)
 	p.result(wait, actionWait, uicontrol.ActionCancelled)
 	for range 5 {
-		id := p.request(uicontrol.TypePing, msg{"nonce": "n"})
-		p.response(id, uicontrol.TypePong)
+		id := p.request(uiapwire.TypePing, msg{"nonce": "n"})
+		p.response(id, uiapwire.TypePong)
 	}
-	id = p.request(uicontrol.TypeInterrupt, nil)
-	p.response(id, uicontrol.TypeInterrupted)
-	id = p.request(uicontrol.TypeResume, msg{"sessionId": pl["sessionId"], "resumeToken": pl["resumeToken"], "lastSeq": 2})
-	p.response(id, uicontrol.TypeResumed)
+	id = p.request(uiapwire.TypeInterrupt, nil)
+	p.response(id, uiapwire.TypeInterrupted)
+	id = p.request(uiapwire.TypeResume, msg{"sessionId": pl["sessionId"], "resumeToken": pl["resumeToken"], "lastSeq": 2})
+	p.response(id, uiapwire.TypeResumed)
 	id = p.request(typeEcho, nil)
 	checkRateLimited(h, p.next(), id, typeEcho, time.Second)
-	id = p.request(uicontrol.TypeTerminate, nil)
-	p.response(id, uicontrol.TypeTerminated)
+	id = p.request(uiapwire.TypeTerminate, nil)
+	p.response(id, uiapwire.TypeTerminated)
 }
 
 // The Agent gets rate_limited as an *Error that is retryable, and the

@@ -3,6 +3,7 @@ package uiaptest
 import (
 	"context"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -86,8 +87,8 @@ func testResumeInvalidSameConnection(h *h) {
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
 	sid, tok := init["sessionId"].(string), init["resumeToken"].(string)
-	id := p.request(uicontrol.TypeInterrupt, nil)
-	p.response(id, uicontrol.TypeInterrupted)
+	id := p.request(uiapwire.TypeInterrupt, nil)
+	p.response(id, uiapwire.TypeInterrupted)
 	for _, tc := range []struct {
 		payload msg
 		code    uicontrol.Code
@@ -100,18 +101,18 @@ func testResumeInvalidSameConnection(h *h) {
 		{msg{"resumeToken": tok}, uicontrol.CodeInvalidMessage},
 		{msg{"sessionId": sid, "resumeToken": tok, "lastSeq": 5}, uicontrol.CodeBadRequest},
 	} {
-		p.expect("session.resume", p.msg("request", uicontrol.TypeResume, tc.payload), refused(tc.code))
+		p.expect("session.resume", p.msg("request", uiapwire.TypeResume, tc.payload), refused(tc.code))
 	}
-	m := p.msg("request", uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": tok})
+	m := p.msg("request", uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": tok})
 	m["uiap"] = "0.2"
 	p.expect("session.resume of another version", m, refused(uicontrol.CodeUnsupportedVersion))
 	if st := app.Session(sid).State(); st != uicontrol.StateInterrupted {
 		h.Fatalf("after failed resumes: %v", st)
 	}
-	id = p.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": tok})
-	p.response(id, uicontrol.TypeResumed)
-	id = p.request(uicontrol.TypeCapabilitiesGet, nil)
-	p.response(id, uicontrol.TypeCapabilitiesList)
+	id = p.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": tok})
+	p.response(id, uiapwire.TypeResumed)
+	id = p.request(uiapwire.TypeCapabilitiesGet, nil)
+	p.response(id, uiapwire.TypeCapabilitiesList)
 }
 
 // §8.2: a session interrupted on this connection whose missed events
@@ -122,15 +123,15 @@ func testReplayLossSameConnection(h *h) {
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
 	sid := init["sessionId"].(string)
-	id := p.request(uicontrol.TypeInterrupt, nil)
-	p.response(id, uicontrol.TypeInterrupted)
+	id := p.request(uiapwire.TypeInterrupt, nil)
+	p.response(id, uiapwire.TypeInterrupted)
 	s := app.Session(sid)
 	for range 3 {
 		if err := s.Emit(h.ctx(), "x.test.tick", nil); err != nil {
 			h.Fatal(err)
 		}
 	}
-	p.expect("session.resume", p.msg("request", uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]}),
+	p.expect("session.resume", p.msg("request", uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]}),
 		refused(uicontrol.CodeUnknownSession))
 	if got := p.closed(); len(got) != 0 {
 		h.Errorf("after unknown_session: %v", got)
@@ -161,7 +162,7 @@ func request(typ string, payload msg) func(p *peer, sid, token string) msg {
 // broken returns a row's msg sending a ping changed by f.
 func broken(f func(m msg)) func(p *peer, sid, token string) msg {
 	return func(p *peer, sid, token string) msg {
-		m := p.msg("request", uicontrol.TypePing, nil)
+		m := p.msg("request", uiapwire.TypePing, nil)
 		f(m)
 		return m
 	}
@@ -172,7 +173,7 @@ func broken(f func(m msg)) func(p *peer, sid, token string) msg {
 func envelopeRows(from string) []replyRow {
 	invalid := refused(uicontrol.CodeInvalidMessage)
 	unsupported := refused(uicontrol.CodeUnsupportedVersion)
-	pong := answered(uicontrol.TypePong)
+	pong := answered(uiapwire.TypePong)
 	return []replyRow{
 		{"a request without ts", broken(func(m msg) { delete(m, "ts") }), invalid, invalid, invalid, invalid},
 		{"a request whose payload is not an object", broken(func(m msg) { m["payload"] = []any{} }), invalid, invalid, invalid, invalid},
@@ -194,18 +195,18 @@ func envelopeRows(from string) []replyRow {
 func appRows() []replyRow {
 	sna := refused(uicontrol.CodeSessionNotActive)
 	conflict := refused(uicontrol.CodeStateConflict)
-	pong := answered(uicontrol.TypePong)
+	pong := answered(uiapwire.TypePong)
 	unknownType := refused(uicontrol.CodeUnknownMessageType)
 	noVersion := initialize()
 	noVersion["supportedVersions"] = []any{"9.0"}
 	resume := func(payload func(sid, token string) msg) func(p *peer, sid, token string) msg {
 		return func(p *peer, sid, token string) msg {
-			return p.msg("request", uicontrol.TypeResume, payload(sid, token))
+			return p.msg("request", uiapwire.TypeResume, payload(sid, token))
 		}
 	}
 	rows := []replyRow{
-		{"session.ping", request(uicontrol.TypePing, msg{"nonce": "n"}), pong, pong, pong, pong},
-		{"session.initialize without a common version", request(uicontrol.TypeInitialize, noVersion),
+		{"session.ping", request(uiapwire.TypePing, msg{"nonce": "n"}), pong, pong, pong, pong},
+		{"session.initialize without a common version", request(uiapwire.TypeInitialize, noVersion),
 			refused(uicontrol.CodeUnsupportedVersion), conflict, conflict, conflict},
 		{"session.resume of an unknown session", resume(func(string, string) msg {
 			return msg{"sessionId": "no-such-session", "resumeToken": "guess"}
@@ -217,14 +218,14 @@ func appRows() []replyRow {
 		{"session.resume with lastSeq beyond the last event", resume(func(sid, token string) msg {
 			return msg{"sessionId": sid, "resumeToken": token, "lastSeq": 99}
 		}), nil, conflict, refused(uicontrol.CodeBadRequest), conflict},
-		{"session.interrupt", request(uicontrol.TypeInterrupt, nil), sna, nil, conflict, sna},
-		{"session.terminate", request(uicontrol.TypeTerminate, nil), sna, nil, nil, nil},
+		{"session.interrupt", request(uiapwire.TypeInterrupt, nil), sna, nil, conflict, sna},
+		{"session.terminate", request(uiapwire.TypeTerminate, nil), sna, nil, nil, nil},
 		{"an unknown session.* request", request("session.nothing", nil), sna, unknownType, sna, sna},
-		{"capabilities.get", request(uicontrol.TypeCapabilitiesGet, nil), sna, answered(uicontrol.TypeCapabilitiesList), sna, sna},
-		{"capabilities.list sent as a request", request(uicontrol.TypeCapabilitiesList, nil), sna, unknownType, sna, sna},
-		{"action.request", request(uicontrol.TypeActionRequest, msg{"actionId": actionEcho}),
-			sna, answered(uicontrol.TypeActionResult), sna, sna},
-		{"action.cancel of no action", request(uicontrol.TypeActionCancel, msg{"requestId": "no-such-request"}), sna, conflict, sna, sna},
+		{"capabilities.get", request(uiapwire.TypeCapabilitiesGet, nil), sna, answered(uiapwire.TypeCapabilitiesList), sna, sna},
+		{"capabilities.list sent as a request", request(uiapwire.TypeCapabilitiesList, nil), sna, unknownType, sna, sna},
+		{"action.request", request(uiapwire.TypeActionRequest, msg{"actionId": actionEcho}),
+			sna, answered(uiapwire.TypeActionResult), sna, sna},
+		{"action.cancel of no action", request(uiapwire.TypeActionCancel, msg{"requestId": "no-such-request"}), sna, conflict, sna, sna},
 		{"an application request", request(typeEcho, msg{"n": 1}), sna, answered("x.test.echoed"), sna, sna},
 		{"an application request that fails", request(typeFail, msg{"code": "bad_request"}),
 			sna, refused(uicontrol.CodeBadRequest), sna, sna},
@@ -263,13 +264,13 @@ func testOneReplyApp(h *h) {
 	interrupted := func(r replyRow) *want { return r.Interrupted }
 	p.askAll("ACTIVE", rows, sid, token, active)
 
-	id := p.request(uicontrol.TypeInterrupt, nil)
-	p.response(id, uicontrol.TypeInterrupted)
+	id := p.request(uiapwire.TypeInterrupt, nil)
+	p.response(id, uiapwire.TypeInterrupted)
 	p.askAll("INTERRUPTED by the agent", rows, sid, token, interrupted)
 	resume := func() {
 		h.Helper()
-		id := p.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": token, "lastSeq": p.lastSeq})
-		token = p.response(id, uicontrol.TypeResumed)["resumeToken"].(string)
+		id := p.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": token, "lastSeq": p.lastSeq})
+		token = p.response(id, uiapwire.TypeResumed)["resumeToken"].(string)
 	}
 	resume()
 	p.askAll("ACTIVE after a resume", rows, sid, token, active)
@@ -278,10 +279,10 @@ func testOneReplyApp(h *h) {
 	done := make(chan error, 1)
 	go func() { done <- s.Interrupt(context.Background(), "user takes over", "user") }()
 	req := p.next()
-	if req["kind"] != "request" || req["type"] != uicontrol.TypeInterrupt {
+	if req["kind"] != "request" || req["type"] != uiapwire.TypeInterrupt {
 		h.Fatalf("want the app's session.interrupt, got %v", req)
 	}
-	p.respond(req, uicontrol.TypeInterrupted, msg{"status": "interrupted"})
+	p.respond(req, uiapwire.TypeInterrupted, msg{"status": "interrupted"})
 	if err := <-done; err != nil {
 		h.Fatalf("Interrupt: %v", err)
 	}
@@ -289,12 +290,12 @@ func testOneReplyApp(h *h) {
 	resume()
 
 	go func() { done <- s.Terminate(context.Background(), "policy") }()
-	if req := p.next(); req["kind"] != "request" || req["type"] != uicontrol.TypeTerminate {
+	if req := p.next(); req["kind"] != "request" || req["type"] != uiapwire.TypeTerminate {
 		h.Fatalf("want the app's session.terminate, got %v", req)
 	}
 	p.askAll("TERMINATING", rows, sid, token, func(r replyRow) *want { return r.Terminating })
-	p.expect("TERMINATING: a crossing session.terminate", p.msg("request", uicontrol.TypeTerminate, nil),
-		answered(uicontrol.TypeTerminated))
+	p.expect("TERMINATING: a crossing session.terminate", p.msg("request", uiapwire.TypeTerminate, nil),
+		answered(uiapwire.TypeTerminated))
 	if err := <-done; err != nil {
 		h.Errorf("Terminate: %v", err)
 	}
@@ -306,9 +307,9 @@ func testOneReplyApp(h *h) {
 	// unknown.
 	q := h.rawAgent(app)
 	q.n = 1000
-	q.expect("TERMINATED: session.resume", q.msg("request", uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": token}),
+	q.expect("TERMINATED: session.resume", q.msg("request", uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": token}),
 		refused(uicontrol.CodeUnknownSession))
-	q.expect("TERMINATED: session.ping", q.msg("request", uicontrol.TypePing, nil), answered(uicontrol.TypePong))
+	q.expect("TERMINATED: session.ping", q.msg("request", uiapwire.TypePing, nil), answered(uiapwire.TypePong))
 	q.silence()
 }
 
@@ -318,18 +319,18 @@ func testOneReplyApp(h *h) {
 func agentRows() []replyRow {
 	sna := refused(uicontrol.CodeSessionNotActive)
 	conflict := refused(uicontrol.CodeStateConflict)
-	pong := answered(uicontrol.TypePong)
+	pong := answered(uiapwire.TypePong)
 	unknownType := refused(uicontrol.CodeUnknownMessageType)
 	rows := []replyRow{
-		{"session.ping", request(uicontrol.TypePing, msg{"nonce": "n"}), pong, pong, pong, pong},
-		{"session.initialize", request(uicontrol.TypeInitialize, initialize()), conflict, conflict, conflict, conflict},
-		{"session.resume", request(uicontrol.TypeResume, msg{"sessionId": "s-1", "resumeToken": "t"}), conflict, conflict, conflict, conflict},
-		{"session.interrupt", request(uicontrol.TypeInterrupt, nil), sna, nil, conflict, sna},
-		{"session.terminate", request(uicontrol.TypeTerminate, nil), sna, nil, nil, nil},
+		{"session.ping", request(uiapwire.TypePing, msg{"nonce": "n"}), pong, pong, pong, pong},
+		{"session.initialize", request(uiapwire.TypeInitialize, initialize()), conflict, conflict, conflict, conflict},
+		{"session.resume", request(uiapwire.TypeResume, msg{"sessionId": "s-1", "resumeToken": "t"}), conflict, conflict, conflict, conflict},
+		{"session.interrupt", request(uiapwire.TypeInterrupt, nil), sna, nil, conflict, sna},
+		{"session.terminate", request(uiapwire.TypeTerminate, nil), sna, nil, nil, nil},
 		{"an unknown session.* request", request("session.nothing", nil), sna, unknownType, sna, sna},
-		{"capabilities.get", request(uicontrol.TypeCapabilitiesGet, nil), sna, unknownType, sna, sna},
-		{"action.confirm", request(uicontrol.TypeActionConfirm, msg{"requestId": "r-1", "actionId": actionPay, "risk": "high"}),
-			sna, answered(uicontrol.TypeActionConfirmed), sna, sna},
+		{"capabilities.get", request(uiapwire.TypeCapabilitiesGet, nil), sna, unknownType, sna, sna},
+		{"action.confirm", request(uiapwire.TypeActionConfirm, msg{"requestId": "r-1", "actionId": actionPay, "risk": "high"}),
+			sna, answered(uiapwire.TypeActionConfirmed), sna, sna},
 		{"an application request", request("x.app.ask", nil), sna, unknownType, sna, sna},
 	}
 	return append(rows, envelopeRows("app")...)
@@ -351,12 +352,12 @@ func testOneReplyAgent(h *h) {
 		got <- connected{a, err}
 	}()
 	init := p.next()
-	if init["type"] != uicontrol.TypeInitialize {
+	if init["type"] != uiapwire.TypeInitialize {
 		h.Fatalf("want session.initialize, got %v", init)
 	}
 	p.askAll("INITIALIZING", rows, "", "", func(r replyRow) *want { return r.New })
 	p.sessionID = "s-1"
-	r := p.msg("response", uicontrol.TypeInitialized, msg{"sessionId": "s-1", "selectedVersion": "0.1", "capabilityDelivery": "none",
+	r := p.msg("response", uiapwire.TypeInitialized, msg{"sessionId": "s-1", "selectedVersion": "0.1", "capabilityDelivery": "none",
 		"resumeToken": "t-1", "selectedExtensions": []any{msg{"id": extAction, "version": "0.1"}}})
 	r["correlationId"] = init["id"]
 	p.send(r)
@@ -367,18 +368,18 @@ func testOneReplyAgent(h *h) {
 	a := c.a
 	h.Cleanup(func() { _ = a.Close() })
 	p.askAll("ACTIVE", rows, "s-1", "", func(r replyRow) *want { return r.Active })
-	id := p.request(uicontrol.TypeInterrupt, nil)
-	p.response(id, uicontrol.TypeInterrupted)
+	id := p.request(uiapwire.TypeInterrupt, nil)
+	p.response(id, uiapwire.TypeInterrupted)
 	p.askAll("INTERRUPTED", rows, "s-1", "", func(r replyRow) *want { return r.Interrupted })
 
 	done := make(chan error, 1)
 	go func() { done <- a.Terminate(context.Background(), "normal") }()
-	if req := p.next(); req["kind"] != "request" || req["type"] != uicontrol.TypeTerminate {
+	if req := p.next(); req["kind"] != "request" || req["type"] != uiapwire.TypeTerminate {
 		h.Fatalf("want the agent's session.terminate, got %v", req)
 	}
 	p.askAll("TERMINATING", rows, "s-1", "", func(r replyRow) *want { return r.Terminating })
-	p.expect("TERMINATING: a crossing session.terminate", p.msg("request", uicontrol.TypeTerminate, nil),
-		answered(uicontrol.TypeTerminated))
+	p.expect("TERMINATING: a crossing session.terminate", p.msg("request", uiapwire.TypeTerminate, nil),
+		answered(uiapwire.TypeTerminated))
 	if err := <-done; err != nil {
 		h.Errorf("Terminate: %v", err)
 	}

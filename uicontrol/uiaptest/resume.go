@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -102,8 +103,8 @@ func testReplayAfterSeq(h *h) {
 	lose(h, p.tr)
 	q := h.rawAgent(app)
 	q.n = 100 // new ids: they must be unique in the session
-	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": 1})
-	pl := q.response(id, uicontrol.TypeResumed)
+	id := q.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": 1})
+	pl := q.response(id, uiapwire.TypeResumed)
 	if pl["sessionId"] != sid {
 		h.Errorf("resumed = %v", pl)
 	}
@@ -143,7 +144,7 @@ func testResumeExpired(h *h) {
 	}
 	q := h.rawAgent(app)
 	q.n = 100
-	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	id := q.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
 	q.error(id, uicontrol.CodeUnknownSession)
 
 	// The agent side: an expired session terminates the agent.
@@ -172,18 +173,18 @@ func testResumeTokenReused(h *h) {
 	lose(h, p.tr)
 	q := h.rawAgent(app)
 	q.n = 100
-	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": t1})
-	t2 := q.response(id, uicontrol.TypeResumed)["resumeToken"]
+	id := q.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": t1})
+	t2 := q.response(id, uiapwire.TypeResumed)["resumeToken"]
 	lose(h, q.tr)
 	r := h.rawAgent(app)
 	r.n = 200
-	id = r.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": t1})
+	id = r.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": t1})
 	r.error(id, uicontrol.CodePermissionDenied)
-	id = r.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": t2})
-	r.response(id, uicontrol.TypeResumed)
+	id = r.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": t2})
+	r.response(id, uiapwire.TypeResumed)
 	r.sessionID = sid
-	id = r.request(uicontrol.TypeCapabilitiesGet, nil)
-	r.response(id, uicontrol.TypeCapabilitiesList)
+	id = r.request(uiapwire.TypeCapabilitiesGet, nil)
+	r.response(id, uiapwire.TypeCapabilitiesList)
 }
 
 // §8.2: an invalid token is unknown_session or permission_denied.
@@ -206,19 +207,19 @@ func testResumeInvalid(h *h) {
 		{msg{"resumeToken": init["resumeToken"]}, uicontrol.CodeInvalidMessage},
 		{msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": 5}, uicontrol.CodeBadRequest},
 	} {
-		id := q.request(uicontrol.TypeResume, tc.payload)
+		id := q.request(uiapwire.TypeResume, tc.payload)
 		q.error(id, tc.code)
 	}
 	// Only session messages before the resume.
-	id := q.request(uicontrol.TypeCapabilitiesGet, nil)
+	id := q.request(uiapwire.TypeCapabilitiesGet, nil)
 	q.error(id, uicontrol.CodeSessionNotActive)
 	// A failed attempt does not use the token up.
-	m := q.msg("request", uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	m := q.msg("request", uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
 	m["uiap"] = "0.2"
 	q.send(m)
 	q.error(m["id"].(string), uicontrol.CodeUnsupportedVersion)
-	id = q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
-	q.response(id, uicontrol.TypeResumed)
+	id = q.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	q.response(id, uiapwire.TypeResumed)
 }
 
 // §16: tokens are random and distinct.
@@ -243,12 +244,12 @@ func testResumeTakeover(h *h) {
 	sid := init["sessionId"].(string)
 	q := h.rawAgent(app)
 	q.n = 100
-	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
-	q.response(id, uicontrol.TypeResumed)
+	id := q.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	q.response(id, uiapwire.TypeResumed)
 	p.closed()
 	q.sessionID = sid
-	id = q.request(uicontrol.TypeCapabilitiesGet, nil)
-	q.response(id, uicontrol.TypeCapabilitiesList)
+	id = q.request(uiapwire.TypeCapabilitiesGet, nil)
+	q.response(id, uiapwire.TypeCapabilitiesList)
 	if s := app.Session(sid); s.State() != uicontrol.StateActive {
 		h.Errorf("state = %v", s.State())
 	}
@@ -270,7 +271,7 @@ func testReplayLoss(h *h) {
 	}
 	q := h.rawAgent(app)
 	q.n = 100
-	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	id := q.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
 	q.error(id, uicontrol.CodeUnknownSession)
 	<-s.Done()
 }
@@ -302,8 +303,8 @@ func testStuckConnection(h *h) {
 	}
 	q := h.rawAgent(app)
 	q.n = 1000
-	id := q.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": last})
-	q.response(id, uicontrol.TypeResumed)
+	id := q.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": last})
+	q.response(id, uiapwire.TypeResumed)
 	for want := last + 1; want <= n; want++ {
 		if m := q.next(); m["seq"] != want || m["payload"].(msg)["i"] != want-1 {
 			h.Fatalf("replayed %v, want seq %v", m, want)

@@ -3,6 +3,7 @@ package uiaptest
 import (
 	"errors"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
 
@@ -27,19 +28,19 @@ func sessionCases() []testCase {
 // processed.
 func testBeforeHandshake(h *h) {
 	p := h.rawAgent(h.app(nil))
-	for _, typ := range []string{uicontrol.TypeCapabilitiesGet, typeEcho, "x.nope.do", uicontrol.TypeTerminate, uicontrol.TypeInterrupt} {
+	for _, typ := range []string{uiapwire.TypeCapabilitiesGet, typeEcho, "x.nope.do", uiapwire.TypeTerminate, uiapwire.TypeInterrupt} {
 		id := p.request(typ, nil)
 		p.error(id, uicontrol.CodeSessionNotActive)
 	}
 	p.send(p.msg("event", "x.test.happened", nil))
 	// A ping is a session message: answered.
-	id := p.request(uicontrol.TypePing, msg{"nonce": "early"})
-	if pl := p.response(id, uicontrol.TypePong); pl["nonce"] != "early" {
+	id := p.request(uiapwire.TypePing, msg{"nonce": "early"})
+	if pl := p.response(id, uiapwire.TypePong); pl["nonce"] != "early" {
 		h.Errorf("pong = %v", pl)
 	}
 	p.handshake(initialize())
-	id = p.request(uicontrol.TypeCapabilitiesGet, nil)
-	p.response(id, uicontrol.TypeCapabilitiesList)
+	id = p.request(uiapwire.TypeCapabilitiesGet, nil)
+	p.response(id, uiapwire.TypeCapabilitiesList)
 }
 
 // The handshake of the spec's examples (§14.1 → §14.2).
@@ -75,13 +76,13 @@ func testSecondInitialize(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	first := p.handshake(initialize())
-	id := p.request(uicontrol.TypeInitialize, initialize())
+	id := p.request(uiapwire.TypeInitialize, initialize())
 	p.error(id, uicontrol.CodeStateConflict)
 	if s := app.Session(first["sessionId"].(string)); s == nil || s.State() != uicontrol.StateActive {
 		h.Fatalf("session after a second initialize: %v", s)
 	}
-	id = p.request(uicontrol.TypeCapabilitiesGet, nil)
-	p.response(id, uicontrol.TypeCapabilitiesList)
+	id = p.request(uiapwire.TypeCapabilitiesGet, nil)
+	p.response(id, uiapwire.TypeCapabilitiesList)
 }
 
 // A failed handshake creates no session: the initiator may offer again.
@@ -89,9 +90,9 @@ func testFailedHandshakeRetry(h *h) {
 	p := h.rawAgent(h.app(nil))
 	bad := initialize()
 	bad["supportedVersions"] = []any{"9.0"}
-	id := p.request(uicontrol.TypeInitialize, bad)
+	id := p.request(uiapwire.TypeInitialize, bad)
 	p.error(id, uicontrol.CodeUnsupportedVersion)
-	id = p.request(uicontrol.TypeCapabilitiesGet, nil)
+	id = p.request(uiapwire.TypeCapabilitiesGet, nil)
 	p.error(id, uicontrol.CodeSessionNotActive)
 	p.handshake(initialize())
 }
@@ -103,30 +104,30 @@ func testInterrupt(h *h) {
 	p := h.rawAgent(app)
 	init := p.handshake(initialize())
 	sid := init["sessionId"].(string)
-	id := p.request(uicontrol.TypeInterrupt, msg{"reason": "user takes over", "by": "user"})
-	if pl := p.response(id, uicontrol.TypeInterrupted); pl["status"] != "interrupted" || pl["reason"] != "user takes over" {
+	id := p.request(uiapwire.TypeInterrupt, msg{"reason": "user takes over", "by": "user"})
+	if pl := p.response(id, uiapwire.TypeInterrupted); pl["status"] != "interrupted" || pl["reason"] != "user takes over" {
 		h.Errorf("interrupted = %v", pl)
 	}
 	if st := app.Session(sid).State(); st != uicontrol.StateInterrupted {
 		h.Errorf("app state = %v", st)
 	}
-	for _, typ := range []string{uicontrol.TypeCapabilitiesGet, typeEcho, "x.nope.do"} {
+	for _, typ := range []string{uiapwire.TypeCapabilitiesGet, typeEcho, "x.nope.do"} {
 		id := p.request(typ, nil)
 		p.error(id, uicontrol.CodeSessionNotActive)
 	}
-	id = p.request(uicontrol.TypeInterrupt, nil)
+	id = p.request(uiapwire.TypeInterrupt, nil)
 	p.error(id, uicontrol.CodeStateConflict)
-	id = p.request(uicontrol.TypeInitialize, initialize())
+	id = p.request(uiapwire.TypeInitialize, initialize())
 	p.error(id, uicontrol.CodeStateConflict)
-	id = p.request(uicontrol.TypePing, nil)
-	p.response(id, uicontrol.TypePong)
+	id = p.request(uiapwire.TypePing, nil)
+	p.response(id, uiapwire.TypePong)
 	// No event reaches an interrupted agent; it is replayed on resume.
 	if _, err := app.SetCapabilities(h.ctx(), mustDoc(h, `{"actions":[]}`), "app_update"); err != nil {
 		h.Fatal(err)
 	}
 	p.silence()
-	id = p.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
-	pl := p.response(id, uicontrol.TypeResumed)
+	id = p.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"]})
+	pl := p.response(id, uiapwire.TypeResumed)
 	if pl["sessionId"] != sid || pl["selectedVersion"] != "0.1" {
 		h.Errorf("resumed = %v", pl)
 	}
@@ -134,12 +135,12 @@ func testInterrupt(h *h) {
 		h.Errorf("resumed resumeToken = %q: want a new one", tok)
 	}
 	ev := p.next()
-	if ev["kind"] != "event" || ev["type"] != uicontrol.TypeCapabilitiesChanged || ev["seq"] != 1.0 {
+	if ev["kind"] != "event" || ev["type"] != uiapwire.TypeCapabilitiesChanged || ev["seq"] != 1.0 {
 		h.Errorf("replayed = %v", ev)
 	}
-	id = p.request(uicontrol.TypeCapabilitiesGet, nil)
-	p.response(id, uicontrol.TypeCapabilitiesList)
-	id = p.request(uicontrol.TypeResume, msg{"sessionId": sid, "resumeToken": pl["resumeToken"]})
+	id = p.request(uiapwire.TypeCapabilitiesGet, nil)
+	p.response(id, uiapwire.TypeCapabilitiesList)
+	id = p.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": pl["resumeToken"]})
 	p.error(id, uicontrol.CodeStateConflict)
 }
 
@@ -188,15 +189,15 @@ func testTerminateThenSilence(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	sid := p.handshake(initialize())["sessionId"].(string)
-	id := p.request(uicontrol.TypeTerminate, msg{"reason": "normal"})
-	if pl := p.response(id, uicontrol.TypeTerminated); pl["status"] != "terminated" || pl["reason"] != "normal" {
+	id := p.request(uiapwire.TypeTerminate, msg{"reason": "normal"})
+	if pl := p.response(id, uiapwire.TypeTerminated); pl["status"] != "terminated" || pl["reason"] != "normal" {
 		h.Errorf("terminated = %v", pl)
 	}
 	if s := app.Session(sid); s != nil {
 		h.Errorf("session %s still known after terminate (%v)", sid, s.State())
 	}
 	// The connection is closed: a message sent now gets no answer.
-	m := p.msg("request", uicontrol.TypeCapabilitiesGet, nil)
+	m := p.msg("request", uiapwire.TypeCapabilitiesGet, nil)
 	b, _ := jsonMarshal(m)
 	_ = p.tr.Send(h.ctx(), b)
 	if got := p.closed(); len(got) != 0 {
@@ -244,10 +245,10 @@ func testTerminateInterrupted(h *h) {
 	app := h.app(nil)
 	p := h.rawAgent(app)
 	p.handshake(initialize())
-	id := p.request(uicontrol.TypeInterrupt, nil)
-	p.response(id, uicontrol.TypeInterrupted)
-	id = p.request(uicontrol.TypeTerminate, nil)
-	p.response(id, uicontrol.TypeTerminated)
+	id := p.request(uiapwire.TypeInterrupt, nil)
+	p.response(id, uiapwire.TypeInterrupted)
+	id = p.request(uiapwire.TypeTerminate, nil)
+	p.response(id, uiapwire.TypeTerminated)
 	p.closed()
 }
 
@@ -291,7 +292,7 @@ func testAgentAnswers(h *h) {
 	}()
 	init := p.next()
 	p.sessionID = "s-1"
-	r := p.msg("response", uicontrol.TypeInitialized, msg{"sessionId": "s-1", "selectedVersion": "0.1", "capabilityDelivery": "none"})
+	r := p.msg("response", uiapwire.TypeInitialized, msg{"sessionId": "s-1", "selectedVersion": "0.1", "capabilityDelivery": "none"})
 	r["correlationId"] = init["id"]
 	p.send(r)
 	a := <-done
@@ -299,29 +300,29 @@ func testAgentAnswers(h *h) {
 		return
 	}
 	defer a.Close()
-	id := p.request(uicontrol.TypePing, msg{"nonce": "abc"})
-	if pl := p.response(id, uicontrol.TypePong); pl["nonce"] != "abc" {
+	id := p.request(uiapwire.TypePing, msg{"nonce": "abc"})
+	if pl := p.response(id, uiapwire.TypePong); pl["nonce"] != "abc" {
 		h.Errorf("pong = %v", pl)
 	}
 	for typ, code := range map[string]uicontrol.Code{
-		uicontrol.TypeInitialize: uicontrol.CodeStateConflict, uicontrol.TypeResume: uicontrol.CodeStateConflict,
-		uicontrol.TypeCapabilitiesGet: uicontrol.CodeUnknownMessageType, "x.app.ask": uicontrol.CodeUnknownMessageType,
+		uiapwire.TypeInitialize: uicontrol.CodeStateConflict, uiapwire.TypeResume: uicontrol.CodeStateConflict,
+		uiapwire.TypeCapabilitiesGet: uicontrol.CodeUnknownMessageType, "x.app.ask": uicontrol.CodeUnknownMessageType,
 	} {
 		id := p.request(typ, nil)
 		p.error(id, code)
 	}
 	// The agent is strict by envelope as well.
-	m := p.msg("request", uicontrol.TypePing, nil)
+	m := p.msg("request", uiapwire.TypePing, nil)
 	m["payload"] = nil
 	p.send(m)
 	p.error(m["id"].(string), uicontrol.CodeInvalidMessage)
-	m = p.msg("request", uicontrol.TypePing, nil)
+	m = p.msg("request", uiapwire.TypePing, nil)
 	m["uiap"] = "0.2"
 	p.send(m)
 	p.error(m["id"].(string), uicontrol.CodeUnsupportedVersion)
 	// No resume token: terminating ends the agent.
-	id = p.request(uicontrol.TypeTerminate, msg{"reason": "normal"})
-	p.response(id, uicontrol.TypeTerminated)
+	id = p.request(uiapwire.TypeTerminate, msg{"reason": "normal"})
+	p.response(id, uiapwire.TypeTerminated)
 	<-a.Done()
 	if a.State() != uicontrol.StateTerminated || a.Err() != nil {
 		h.Errorf("agent after terminate: %v (%v)", a.State(), a.Err())

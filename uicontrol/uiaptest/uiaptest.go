@@ -32,6 +32,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/google/go-cmp/cmp"
 )
@@ -384,9 +385,9 @@ func initialize() msg {
 // session.initialized payload.
 func (p *peer) handshake(payload msg) msg {
 	p.h.Helper()
-	id := p.request(uicontrol.TypeInitialize, payload)
+	id := p.request(uiapwire.TypeInitialize, payload)
 	m := p.next()
-	if m["kind"] != "response" || m["type"] != uicontrol.TypeInitialized || m["correlationId"] != id {
+	if m["kind"] != "response" || m["type"] != uiapwire.TypeInitialized || m["correlationId"] != id {
 		p.h.Fatalf("want session.initialized, got %v", m)
 	}
 	pl := m["payload"].(msg)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/workflow"
 )
@@ -86,7 +87,7 @@ func (m *Mux) Serve(ctx context.Context, t uicontrol.Transport) error {
 	}
 	_ = json.Unmarshal(first, &msg) // the app decodes it strictly
 	name, _ := ctx.Value(workflowKey{}).(string)
-	if name == "" && msg.Type == uicontrol.TypeResume {
+	if name == "" && msg.Type == uiapwire.TypeResume {
 		for _, n := range m.order {
 			if m.servers[n].knows(msg.Payload.SessionID) {
 				name = n
@@ -134,7 +135,7 @@ func refuse(ctx context.Context, t uicontrol.Transport, raw []byte, source uicon
 	if err != nil {
 		return
 	}
-	out := &uicontrol.Envelope{UIAP: uicontrol.Version, Kind: uicontrol.KindError, Type: uicontrol.TypeError, ID: ids.New(),
+	out := &uicontrol.Envelope{UIAP: uicontrol.Version, Kind: uicontrol.KindError, Type: uiapwire.TypeError, ID: ids.New(),
 		CorrelationID: req.ID, TS: ids.Now(), Source: source, Payload: payload}
 	if b, err := out.MarshalJSON(); err == nil {
 		_ = t.Send(ctx, b)

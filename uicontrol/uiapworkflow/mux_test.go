@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/builtin"
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/uicontrol/uiapworkflow"
 	"github.com/agentry-dev/agentry/workflow"
@@ -64,7 +65,7 @@ func TestMuxSelectsTheWorkflow(t *testing.T) {
 				} `json:"capabilities"`
 			} `json:"payload"`
 		}
-		if err := json.Unmarshal(raw, &r); err != nil || r.Type != uicontrol.TypeInitialized || r.Payload.Capabilities.Workflow.Name != c.want {
+		if err := json.Unmarshal(raw, &r); err != nil || r.Type != uiapwire.TypeInitialized || r.Payload.Capabilities.Workflow.Name != c.want {
 			t.Errorf("%s: %s", c.name, raw)
 		}
 		agentT.Close()
@@ -98,7 +99,7 @@ func wantRefusal(t *testing.T, ctx context.Context, tr uicontrol.Transport, id s
 	if err := json.Unmarshal(e.Payload, &p); err != nil {
 		t.Fatal(err)
 	}
-	want := uicontrol.Error{Code: code, Message: p.Message, FailedType: uicontrol.TypeInitialize, Details: details}
+	want := uicontrol.Error{Code: code, Message: p.Message, FailedType: uiapwire.TypeInitialize, Details: details}
 	if e.Kind != uicontrol.KindError || e.CorrelationID != id || e.Source.Role != "app" || p.Message == "" {
 		t.Errorf("answer %s: want an error from the app correlated to %s", raw, id)
 	}

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/workflow"
 )
@@ -137,7 +138,7 @@ func (s *Server) route(first []byte) *binding {
 	if s.closed {
 		return nil
 	}
-	if m.Type == uicontrol.TypeResume {
+	if m.Type == uiapwire.TypeResume {
 		if b := s.sessions[m.Payload.SessionID]; b != nil {
 			b.conns++
 			return b
@@ -367,7 +368,7 @@ func (t *tap) Receive(ctx context.Context) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if messageType(msg) == uicontrol.TypeInitialize {
+	if messageType(msg) == uiapwire.TypeInitialize {
 		if err := t.b.start(ctx); err != nil {
 			// Without a UAIP session there is nothing to serve: the request
 			// is answered internal_error (the cause stays in the log) and
@@ -387,7 +388,7 @@ func (t *tap) Send(ctx context.Context, msg []byte) error {
 	srv.mu.Lock()
 	known := t.b.uiapID != ""
 	srv.mu.Unlock()
-	if !known && messageType(msg) == uicontrol.TypeInitialized {
+	if !known && messageType(msg) == uiapwire.TypeInitialized {
 		var m struct {
 			Payload struct {
 				SessionID string `json:"sessionId"`
