@@ -187,7 +187,7 @@ func TestUAMP_5_GRPC_ResumeTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(f.GetDeltas().GetDelta()) == 0 {
-		t.Fatalf("DEBUG second frame %v", f)
+		t.Fatalf("the resuming call's first frame carries no delta: %v", f)
 	}
 	d, err := envelope.DecodeDelta(f.GetDeltas().GetDelta()[0])
 	if err != nil || d.Seq != 2 {
