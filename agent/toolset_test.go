@@ -295,7 +295,11 @@ func TestUAP_Toolset_Plan(t *testing.T) {
 		callStep("2", "finish"), scripted.Step{Text: "finished"},
 		scripted.Step{Text: "done"},
 	)
-	a := newAgent(t, m, agent.Options{Toolsets: []agent.Toolset{f}, Execution: execution.MustPlan(&execution.PlanOptions{})})
+	strategy, err := execution.Plan(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAgent(t, m, agent.Options{Toolsets: []agent.Toolset{f}, Execution: strategy})
 	res, err := a.Generate(context.Background(), llm.Text("go"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -219,7 +219,7 @@ func (m *agentMiddleware) OnStep(ctx context.Context, mc *agent.MiddlewareContex
 	if r == nil || len(r.PendingApprovals()) == 0 {
 		return nil, nil
 	}
-	snap, err := step.State.ToJSON()
+	snap, err := step.State.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}

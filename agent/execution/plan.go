@@ -107,19 +107,6 @@ func Plan(options *PlanOptions) (agent.ExecutionStrategy, error) {
 	return &plan{opts: opts, schema: sch}, nil
 }
 
-// MustPlan is Plan that panics on an invalid schema.
-func MustPlan(options *PlanOptions) agent.ExecutionStrategy {
-	var opts PlanOptions
-	if options != nil {
-		opts = *options
-	}
-	p, err := Plan(&opts)
-	if err != nil {
-		panic(err)
-	}
-	return p
-}
-
 func compileSchema(s llm.Schema) (*jsonschema.Schema, error) {
 	return schemas.Compile("plan.json", s)
 }

@@ -148,9 +148,6 @@ func TestBudget(t *testing.T) {
 						}
 						state = res.State
 					} else {
-						if !errors.Is(err, middleware.ErrBudgetExceeded) {
-							t.Fatalf("err = %v, want ErrBudgetExceeded", err)
-						}
 						var be *middleware.BudgetExceededError
 						if !errors.As(err, &be) {
 							t.Fatalf("err = %T, want *BudgetExceededError", err)
@@ -209,8 +206,8 @@ func TestBudgetMissingPrice(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `no entry for "scripted:scripted" or "scripted"`) {
 		t.Errorf("err = %v, want a missing price", err)
 	}
-	if errors.Is(err, middleware.ErrBudgetExceeded) {
-		t.Errorf("a configuration error matches ErrBudgetExceeded")
+	if be := (*middleware.BudgetExceededError)(nil); errors.As(err, &be) {
+		t.Errorf("a configuration error is a *BudgetExceededError")
 	}
 }
 
