@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentry-dev/agentry/internal/demo"
+	"github.com/agentry-dev/agentry/internal/envname"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/anthropic"
 	"github.com/agentry-dev/agentry/llm/gemini"
@@ -71,7 +72,7 @@ var providers = map[string]factory{
 
 func init() {
 	for name, base := range compatible {
-		providers[name] = factory{"OpenAI-compatible server at " + base + " (" + llm.EnvKeyName(name) + ")",
+		providers[name] = factory{"OpenAI-compatible server at " + base + " (" + envname.APIKey(name) + ")",
 			func(m, _ string) (llm.ModelReference, error) { return openai.Compatible(name, base, m, nil), nil }}
 	}
 }
@@ -89,7 +90,7 @@ var vendorBaseURLEnv = map[string][]string{
 // turned into underscores (ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
 // COMPAT_BASE_URL, GROQ_BASE_URL…).
 func EnvBaseURLName(provider string) string {
-	return strings.TrimSuffix(llm.EnvKeyName(provider), "_API_KEY") + "_BASE_URL"
+	return strings.TrimSuffix(envname.APIKey(provider), "_API_KEY") + "_BASE_URL"
 }
 
 // BaseURLEnv lists the environment variables a provider's API address is
