@@ -61,7 +61,12 @@ var providers = map[string]factory{
 		if m == demo.ModelID {
 			return demo.Model().Ref(), nil
 		}
-		sm, err := scripted.LoadFile(m)
+		f, err := os.Open(m)
+		if err != nil {
+			return llm.ModelReference{}, fmt.Errorf("scripted: %w", err)
+		}
+		defer f.Close()
+		sm, err := scripted.Load(f)
 		if err != nil {
 			return llm.ModelReference{}, err
 		}
