@@ -185,7 +185,7 @@ func MaxTokens(ref llm.ModelReference, n int) map[string]any {
 	case "scripted":
 		return nil
 	}
-	if _, ok := ref.Provider.(*openai.Provider); ok { // compatible servers
+	if _, ok := compatible[name]; ok || name == "compat" { // OpenAI-compatible servers
 		return map[string]any{"max_tokens": n}
 	}
 	return nil
