@@ -21,7 +21,7 @@ import (
 // renamed is a scripted model reporting another provider name, to price
 // it under that provider's token conventions.
 type renamed struct {
-	*scripted.Model
+	llm.LLMProvider
 	name string
 }
 
@@ -116,7 +116,7 @@ func TestBudget(t *testing.T) {
 			name: "cost, model price, Anthropic conventions",
 			opts: middleware.BudgetOptions{MaxCost: 0.004, Prices: map[string]middleware.Price{"claude-x": price}},
 			model: func(m *scripted.Model) llm.ModelReference {
-				return llm.ModelReference{ModelID: "claude-x", Provider: renamed{m, "anthropic"}}
+				return llm.ModelReference{ModelID: "claude-x", Provider: renamed{m.Ref().Provider.(llm.LLMProvider), "anthropic"}}
 			},
 			script:   []scripted.Step{cached("1")},
 			want:     &middleware.BudgetExceededError{Kind: middleware.LimitCost, Limit: 0.004, Used: 0.00462},
