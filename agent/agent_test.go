@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/internal/agenttest"
 	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
@@ -396,7 +397,7 @@ func TestUAP_10_OnErrorOnBothPaths(t *testing.T) {
 func TestUAP_9_2_MiddlewareOrderAndRecovery(t *testing.T) {
 	var log []string
 	mw := func(name string) agent.Middleware {
-		return agent.MiddlewareFuncs{MiddlewareName: name,
+		return agenttest.MiddlewareFuncs{MiddlewareName: name,
 			BeforeFunc: func(_ context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
 				log = append(log, name+".before")
 				return nil, nil
@@ -424,7 +425,7 @@ func TestUAP_9_2_MiddlewareOrderAndRecovery(t *testing.T) {
 	// onError: the first (in reverse order) that returns a result recovers.
 	recovered := &agent.Result{State: agent.Initial().WithMetadata("recovered", true), Turn: &llm.Turn{}}
 	log = nil
-	rescue := agent.MiddlewareFuncs{MiddlewareName: "rescue",
+	rescue := agenttest.MiddlewareFuncs{MiddlewareName: "rescue",
 		OnErrorFunc: func(_ context.Context, _ *agent.MiddlewareContext, err error) (*agent.Result, error) {
 			log = append(log, "rescue.onError")
 			return recovered, nil
@@ -445,7 +446,7 @@ func TestUAP_9_2_MiddlewareOrderAndRecovery(t *testing.T) {
 
 	// before may replace the input and the state.
 	m3 := scripted.NewT(t, scripted.Step{Text: "ok"})
-	swap := agent.MiddlewareFuncs{MiddlewareName: "swap", BeforeFunc: func(_ context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
+	swap := agenttest.MiddlewareFuncs{MiddlewareName: "swap", BeforeFunc: func(_ context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
 		c := *mc
 		c.Input = llm.NewUserMessage(llm.Text("rewritten"))
 		return &c, nil

@@ -3,9 +3,9 @@ package agent
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
+	"github.com/agentry-dev/agentry/internal/turns"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -258,39 +258,7 @@ func (ec *ExecutionContext) Finish(ctx context.Context, state *State) *Result {
 func (ec *ExecutionContext) mergedTurn() *llm.Turn {
 	ec.mu.Lock()
 	defer ec.mu.Unlock()
-	return MergeTurns(ec.Input, ec.turns...)
-}
-
-// MergeTurns combines the turns of consecutive model calls into one: the
-// messages in order (preceded by input when not nil, which is not repeated
-// when a turn starts with it), tool executions and usage of all, the last
-// response and the last structured data.
-func MergeTurns(input llm.Message, turns ...*llm.Turn) *llm.Turn {
-	t := &llm.Turn{}
-	if input != nil {
-		t.Messages = append(t.Messages, input)
-	}
-	for _, x := range turns {
-		if x == nil {
-			continue
-		}
-		msgs := x.Messages
-		if len(t.Messages) > 0 && len(msgs) > 0 && msgs[0] == t.Messages[len(t.Messages)-1] {
-			msgs = msgs[1:]
-		}
-		t.Messages = append(t.Messages, msgs...)
-		t.ToolExecutions = append(t.ToolExecutions, x.ToolExecutions...)
-		t.Cycles += x.Cycles
-		t.Usage = t.Usage.Add(x.Usage)
-		if x.Response != nil {
-			t.Response = x.Response
-		}
-		if x.Data != nil {
-			t.Data = x.Data
-		}
-	}
-	t.Messages = slices.Clip(t.Messages)
-	return t
+	return turns.Merge(ec.Input, ec.turns...)
 }
 
 // RunLoop runs the loop strategy (UAP-1.1 §5.2): each step is one model

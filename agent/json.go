@@ -32,7 +32,7 @@ type stateJSON struct {
 	SubagentTraces []SubagentTrace   `json:"subagentTraces,omitempty"`
 }
 
-// MarshalJSON writes AgentStateJSON (UAP-1.1 §12.1): version 1.1.0,
+// MarshalJSON writes AgentStateJSON (UAP-1.1 §12.1, toJSON): version 1.1.0,
 // messages in UPP MessageJSON form (ids, timestamps and base64 bytes kept),
 // reasoning always, plan when set, subagentTraces when not empty.
 func (s *State) MarshalJSON() ([]byte, error) {
@@ -58,9 +58,6 @@ func (s *State) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(j)
 }
-
-// ToJSON returns the state's AgentStateJSON.
-func (s *State) ToJSON() ([]byte, error) { return s.MarshalJSON() }
 
 // FromJSON decodes and validates AgentStateJSON. It accepts versions 1.1.0
 // and 1.0.0 and messages in UPP MessageJSON form or in the TypeScript

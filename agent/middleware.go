@@ -86,38 +86,3 @@ type StepInfo struct {
 type toolWrapper interface {
 	WrapTool(t llm.Tool) llm.Tool
 }
-
-// MiddlewareFuncs adapts functions to Middleware; nil fields do nothing.
-type MiddlewareFuncs struct {
-	MiddlewareName string
-	BeforeFunc     func(ctx context.Context, mc *MiddlewareContext) (*MiddlewareContext, error)
-	AfterFunc      func(ctx context.Context, mc *MiddlewareContext, result *Result) (*Result, error)
-	OnErrorFunc    func(ctx context.Context, mc *MiddlewareContext, err error) (*Result, error)
-}
-
-// Name returns MiddlewareName.
-func (m MiddlewareFuncs) Name() string { return m.MiddlewareName }
-
-// Before calls BeforeFunc.
-func (m MiddlewareFuncs) Before(ctx context.Context, mc *MiddlewareContext) (*MiddlewareContext, error) {
-	if m.BeforeFunc == nil {
-		return nil, nil
-	}
-	return m.BeforeFunc(ctx, mc)
-}
-
-// After calls AfterFunc.
-func (m MiddlewareFuncs) After(ctx context.Context, mc *MiddlewareContext, r *Result) (*Result, error) {
-	if m.AfterFunc == nil {
-		return r, nil
-	}
-	return m.AfterFunc(ctx, mc, r)
-}
-
-// OnError calls OnErrorFunc.
-func (m MiddlewareFuncs) OnError(ctx context.Context, mc *MiddlewareContext, err error) (*Result, error) {
-	if m.OnErrorFunc == nil {
-		return nil, nil
-	}
-	return m.OnErrorFunc(ctx, mc, err)
-}

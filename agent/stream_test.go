@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/internal/agenttest"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/google/go-cmp/cmp"
@@ -16,7 +17,7 @@ import (
 // pathMiddleware appends its name to Metadata["path"] of every event it
 // passes on; with rerun, its After runs the agent once more ("again").
 type pathMiddleware struct {
-	agent.MiddlewareFuncs
+	agenttest.MiddlewareFuncs
 	rerun  bool
 	reruns atomic.Int32
 }
@@ -42,11 +43,11 @@ func (m *pathMiddleware) After(ctx context.Context, mc *agent.MiddlewareContext,
 // consumer, each event through every wrapper once — also when a Before
 // replaced the MiddlewareContext.
 func TestStreamWrapperAndRerun(t *testing.T) {
-	outer := &pathMiddleware{MiddlewareFuncs: agent.MiddlewareFuncs{MiddlewareName: "outer",
+	outer := &pathMiddleware{MiddlewareFuncs: agenttest.MiddlewareFuncs{MiddlewareName: "outer",
 		BeforeFunc: func(_ context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
 			return &agent.MiddlewareContext{Agent: mc.Agent, Input: mc.Input, State: mc.State, Streaming: mc.Streaming, Metadata: mc.Metadata}, nil
 		}}}
-	inner := &pathMiddleware{MiddlewareFuncs: agent.MiddlewareFuncs{MiddlewareName: "inner"}, rerun: true}
+	inner := &pathMiddleware{MiddlewareFuncs: agenttest.MiddlewareFuncs{MiddlewareName: "inner"}, rerun: true}
 	m := scripted.NewT(t, scripted.Step{Text: "first", Chunks: []string{"fir", "st"}}, scripted.Step{Text: "second"})
 	a := newAgent(t, m, agent.Options{Middleware: []agent.Middleware{outer, inner}})
 	s := a.Stream(context.Background(), llm.Text("go"), nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/agent/execution"
+	"github.com/agentry-dev/agentry/internal/agenttest"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/google/go-cmp/cmp"
@@ -168,7 +169,7 @@ func TestUAP_Toolset_Errors(t *testing.T) {
 // marking is a ToolWrapper middleware that marks a tool's results and
 // counts how many tools it wrapped.
 type marking struct {
-	agent.MiddlewareFuncs
+	agenttest.MiddlewareFuncs
 	mu      sync.Mutex
 	wrapped int
 }
@@ -188,7 +189,7 @@ func (w *marking) WrapTool(t llm.Tool) llm.Tool {
 // TestUAP_Toolset_ToolWrapper: the ToolWrapper middleware wraps the
 // resolved tools at every step, and the static ones once.
 func TestUAP_Toolset_ToolWrapper(t *testing.T) {
-	w := &marking{MiddlewareFuncs: agent.MiddlewareFuncs{MiddlewareName: "marking"}}
+	w := &marking{MiddlewareFuncs: agenttest.MiddlewareFuncs{MiddlewareName: "marking"}}
 	m := scripted.NewT(t, callStep("1", "go_b"), callStep("2", "finish"), scripted.Step{Text: "done"})
 	a := newAgent(t, m, agent.Options{Toolsets: []agent.Toolset{&stages{stage: "a"}}, Middleware: []agent.Middleware{w}})
 	res, err := a.Generate(context.Background(), llm.Text("go"), nil)
@@ -295,7 +296,11 @@ func TestUAP_Toolset_Plan(t *testing.T) {
 		callStep("2", "finish"), scripted.Step{Text: "finished"},
 		scripted.Step{Text: "done"},
 	)
-	a := newAgent(t, m, agent.Options{Toolsets: []agent.Toolset{f}, Execution: execution.MustPlan(&execution.PlanOptions{})})
+	strategy, err := execution.Plan(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAgent(t, m, agent.Options{Toolsets: []agent.Toolset{f}, Execution: strategy})
 	res, err := a.Generate(context.Background(), llm.Text("go"), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/internal/turns"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -219,7 +220,7 @@ func (m *agentMiddleware) OnStep(ctx context.Context, mc *agent.MiddlewareContex
 	if r == nil || len(r.PendingApprovals()) == 0 {
 		return nil, nil
 	}
-	snap, err := step.State.ToJSON()
+	snap, err := step.State.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +286,7 @@ func (m *agentMiddleware) After(ctx context.Context, mc *agent.MiddlewareContext
 	if err != nil {
 		return nil, err
 	}
-	return &agent.Result{Turn: agent.MergeTurns(nil, res.Turn, next.Turn), State: next.State}, nil
+	return &agent.Result{Turn: turns.Merge(nil, res.Turn, next.Turn), State: next.State}, nil
 }
 
 // OnError ends the run in fail_safe for any failure that is not a pause.

@@ -95,13 +95,18 @@ func BenchmarkBaselineDirectCycle(b *testing.B) {
 	m := scripted.NewFunc(func(context.Context, *llm.Request) (scripted.Step, error) {
 		return scripted.Step{ToolCalls: []llm.ToolCall{call}, Usage: llm.TokenUsage{InputTokens: 1, OutputTokens: 1}}, nil
 	})
+	ref := m.Ref()
+	h, err := ref.Provider.(llm.LLMProvider).LLMHandler(ref)
+	if err != nil {
+		b.Fatal(err)
+	}
 	run := func(context.Context, map[string]any) (any, error) { return "ok", nil }
 	ctx := context.Background()
 	msgs := []llm.Message{llm.NewUserMessage(llm.Text("go"))}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		resp, err := m.Complete(ctx, &llm.Request{Messages: msgs})
+		resp, err := h.Complete(ctx, &llm.Request{Messages: msgs})
 		if err != nil {
 			b.Fatal(err)
 		}

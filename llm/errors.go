@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 )
 
@@ -110,37 +109,6 @@ func (e *Error) Is(target error) bool {
 // NewError returns an *Error for the llm modality.
 func NewError(code ErrorCode, provider, message string, cause error) *Error {
 	return &Error{Message: message, Code: code, Provider: provider, Modality: ModalityLLM, Cause: cause}
-}
-
-// CodeForStatus maps an HTTP status to an error code: the UPP table
-// (400 INVALID_REQUEST, 401/403 AUTHENTICATION_FAILED, 404 MODEL_NOT_FOUND,
-// 429 RATE_LIMITED, 5xx PROVIDER_ERROR) extended as the reference
-// implementation does (402 QUOTA_EXCEEDED, 408 TIMEOUT, 409/422
-// INVALID_REQUEST, 413 CONTEXT_LENGTH_EXCEEDED, 451 CONTENT_FILTERED).
-// Any other 4xx is INVALID_REQUEST; anything else is PROVIDER_ERROR.
-func CodeForStatus(status int) ErrorCode {
-	switch status {
-	case http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity:
-		return InvalidRequest
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return AuthenticationFailed
-	case http.StatusPaymentRequired:
-		return QuotaExceeded
-	case http.StatusNotFound:
-		return ModelNotFound
-	case http.StatusRequestTimeout:
-		return Timeout
-	case http.StatusRequestEntityTooLarge:
-		return ContextLengthExceeded
-	case http.StatusTooManyRequests:
-		return RateLimited
-	case http.StatusUnavailableForLegalReasons:
-		return ContentFiltered
-	}
-	if status >= 400 && status < 500 {
-		return InvalidRequest
-	}
-	return ProviderError
 }
 
 // AsError converts any error to an *Error attributed to provider: an *Error

@@ -9,21 +9,6 @@ import (
 	"github.com/agentry-dev/agentry/llm"
 )
 
-func TestUPP_4_4_HTTPStatusMapping(t *testing.T) {
-	for status, want := range map[int]llm.ErrorCode{
-		400: llm.InvalidRequest, 401: llm.AuthenticationFailed, 403: llm.AuthenticationFailed,
-		404: llm.ModelNotFound, 429: llm.RateLimited, 500: llm.ProviderError, 502: llm.ProviderError,
-		503: llm.ProviderError, 529: llm.ProviderError,
-		// the reference implementation's extensions
-		402: llm.QuotaExceeded, 408: llm.Timeout, 409: llm.InvalidRequest, 422: llm.InvalidRequest,
-		413: llm.ContextLengthExceeded, 451: llm.ContentFiltered, 418: llm.InvalidRequest, 302: llm.ProviderError,
-	} {
-		if got := llm.CodeForStatus(status); got != want {
-			t.Errorf("CodeForStatus(%d) = %s, want %s", status, got, want)
-		}
-	}
-}
-
 func TestUPP_4_4_TwelveCodes(t *testing.T) {
 	want := []string{"AUTHENTICATION_FAILED", "RATE_LIMITED", "CONTEXT_LENGTH_EXCEEDED", "MODEL_NOT_FOUND",
 		"INVALID_REQUEST", "INVALID_RESPONSE", "CONTENT_FILTERED", "QUOTA_EXCEEDED", "PROVIDER_ERROR",

@@ -351,16 +351,17 @@ func UnmarshalMessage(data []byte) (Message, error) {
 	return nil, fmt.Errorf("message %s: unknown type %q", j.ID, j.Type)
 }
 
-// Messages is a list of messages with a JSON form: an array of MessageJSON.
-type Messages []Message
+// messageList is a list of messages with a JSON form: an array of
+// MessageJSON.
+type messageList []Message
 
 // UnmarshalJSON decodes an array of MessageJSON.
-func (ms *Messages) UnmarshalJSON(data []byte) error {
+func (ms *messageList) UnmarshalJSON(data []byte) error {
 	var raws []json.RawMessage
 	if err := json.Unmarshal(data, &raws); err != nil {
 		return fmt.Errorf("messages: %w", err)
 	}
-	out := make(Messages, 0, len(raws))
+	out := make(messageList, 0, len(raws))
 	for i, raw := range raws {
 		m, err := UnmarshalMessage(raw)
 		if err != nil {
@@ -373,7 +374,7 @@ func (ms *Messages) UnmarshalJSON(data []byte) error {
 }
 
 // MarshalJSON encodes an array of MessageJSON ([] when empty).
-func (ms Messages) MarshalJSON() ([]byte, error) {
+func (ms messageList) MarshalJSON() ([]byte, error) {
 	if ms == nil {
 		return []byte("[]"), nil
 	}
@@ -450,7 +451,7 @@ func (x *ToolExecution) UnmarshalJSON(data []byte) error {
 }
 
 type turnJSON struct {
-	Messages       Messages        `json:"messages"`
+	Messages       messageList     `json:"messages"`
 	Response       json.RawMessage `json:"response"`
 	ToolExecutions []ToolExecution `json:"toolExecutions"`
 	Usage          TokenUsage      `json:"usage"`
@@ -460,7 +461,7 @@ type turnJSON struct {
 
 // MarshalJSON emits TurnJSON: the Turn with MessageJSON messages.
 func (t *Turn) MarshalJSON() ([]byte, error) {
-	j := turnJSON{Messages: Messages(t.Messages), ToolExecutions: t.ToolExecutions, Usage: t.Usage, Cycles: t.Cycles, Data: t.Data}
+	j := turnJSON{Messages: messageList(t.Messages), ToolExecutions: t.ToolExecutions, Usage: t.Usage, Cycles: t.Cycles, Data: t.Data}
 	if j.ToolExecutions == nil {
 		j.ToolExecutions = []ToolExecution{}
 	}

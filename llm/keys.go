@@ -5,8 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"strings"
 	"sync/atomic"
 )
 
@@ -120,45 +118,3 @@ func (weightedKeys) GoString() string { return redacted }
 
 // LogValue redacts the keys.
 func (weightedKeys) LogValue() slog.Value { return slog.StringValue(redacted) }
-
-// EnvKeyName returns the environment variable a provider's key is read from
-// when no KeyStrategy is configured: <PROVIDER>_API_KEY, upper-cased, with
-// non-alphanumerics turned into underscores.
-func EnvKeyName(provider string) string {
-	var b strings.Builder
-	for _, r := range strings.ToUpper(provider) {
-		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	return b.String() + "_API_KEY"
-}
-
-// ResolveKey returns the key for one request: from the strategy when set,
-// else from the environment variables named (default: EnvKeyName(provider)).
-// A missing or empty key is AUTHENTICATION_FAILED; the error never contains
-// a key.
-func ResolveKey(ctx context.Context, strategy KeyStrategy, provider string, envNames ...string) (string, error) {
-	if strategy != nil {
-		k, err := strategy.Key(ctx)
-		if err != nil {
-			return "", NewError(AuthenticationFailed, provider, "API key strategy failed", err)
-		}
-		if k == "" {
-			return "", NewError(AuthenticationFailed, provider, "API key strategy returned an empty key", nil)
-		}
-		return k, nil
-	}
-	if len(envNames) == 0 {
-		envNames = []string{EnvKeyName(provider)}
-	}
-	for _, name := range envNames {
-		if k := os.Getenv(name); k != "" {
-			return k, nil
-		}
-	}
-	return "", NewError(AuthenticationFailed, provider,
-		"no API key: set "+strings.Join(envNames, " or ")+" or ProviderConfig.APIKey", nil)
-}

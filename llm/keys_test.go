@@ -3,7 +3,6 @@ package llm_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -60,31 +59,5 @@ func TestUPP_4_2_KeyStrategies(t *testing.T) {
 	dyn := llm.KeyFunc(func(context.Context) (string, error) { return "dynamic", nil })
 	if k, _ := dyn.Key(ctx); k != "dynamic" {
 		t.Errorf("KeyFunc = %q", k)
-	}
-}
-
-func TestUPP_4_2_ResolveKey(t *testing.T) {
-	ctx := context.Background()
-	t.Setenv("ACME_CLOUD_API_KEY", "from-env")
-	if llm.EnvKeyName("acme-cloud") != "ACME_CLOUD_API_KEY" {
-		t.Errorf("EnvKeyName = %s", llm.EnvKeyName("acme-cloud"))
-	}
-	if k, err := llm.ResolveKey(ctx, nil, "acme-cloud"); err != nil || k != "from-env" {
-		t.Errorf("env key = %q, %v", k, err)
-	}
-	if k, _ := llm.ResolveKey(ctx, llm.StaticKey("explicit"), "acme-cloud"); k != "explicit" {
-		t.Errorf("explicit key lost to env: %q", k)
-	}
-	t.Setenv("ACME_CLOUD_API_KEY", "")
-	_, err := llm.ResolveKey(ctx, nil, "acme-cloud")
-	if !errors.Is(err, llm.AuthenticationFailed) || !strings.Contains(err.Error(), "ACME_CLOUD_API_KEY") {
-		t.Errorf("missing key: %v", err)
-	}
-	failing := llm.KeyFunc(func(context.Context) (string, error) { return "", errors.New("vault down") })
-	if _, err := llm.ResolveKey(ctx, failing, "acme-cloud"); !errors.Is(err, llm.AuthenticationFailed) {
-		t.Errorf("failing strategy: %v", err)
-	}
-	if _, err := llm.ResolveKey(ctx, llm.StaticKey(""), "acme-cloud"); !errors.Is(err, llm.AuthenticationFailed) {
-		t.Errorf("empty key: %v", err)
 	}
 }

@@ -36,16 +36,6 @@ func (m Metadata) Provider(provider string) map[string]any {
 	return v
 }
 
-// With returns a copy of m with provider's map set to v; m is not modified.
-func (m Metadata) With(provider string, v map[string]any) Metadata {
-	out := make(Metadata, len(m)+1)
-	for k, x := range m {
-		out[k] = x
-	}
-	out[provider] = v
-	return out
-}
-
 // MessageInfo holds the fields every message has.
 type MessageInfo struct {
 	ID        string    // UUIDv4

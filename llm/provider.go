@@ -122,9 +122,6 @@ type ProviderConfig struct {
 	APIVersion string
 }
 
-// DefaultTimeout is the per-attempt timeout used when Timeout is 0.
-const DefaultTimeout = 120 * time.Second
-
 // merge overlays explicit on base: set fields of explicit win, headers are
 // merged with explicit's winning.
 func (base ProviderConfig) merge(explicit ProviderConfig) ProviderConfig {

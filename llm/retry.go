@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"context"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -12,25 +11,15 @@ import (
 // (ErrorCode.Retryable): RATE_LIMITED, NETWORK_ERROR, TIMEOUT and
 // PROVIDER_ERROR. A nil strategy never retries.
 //
-// A strategy value may be shared by many concurrent requests.
+// A strategy value may be shared by many concurrent requests. A strategy
+// may also have a method BeforeRequest() time.Duration, called before every
+// attempt to learn how long to wait first (NewTokenBucket paces requests
+// this way), and a method Reset(), called after a request succeeds.
 type RetryStrategy interface {
 	// OnRetry is called after failed attempt number attempt (1 for the
 	// first); it returns the delay before the next attempt, or retry=false
 	// to give up and return err.
 	OnRetry(err *Error, attempt int) (delay time.Duration, retry bool)
-}
-
-// requestGate is an optional interface of a RetryStrategy: BeforeRequest is
-// called before every attempt and returns how long to wait first (token
-// buckets use it to pace requests).
-type requestGate interface {
-	BeforeRequest() time.Duration
-}
-
-// resetter is an optional interface of a RetryStrategy: Reset is called
-// after a request succeeds.
-type resetter interface {
-	Reset()
 }
 
 // NoRetry never retries.
@@ -168,59 +157,4 @@ func orDefault[T comparable](v, def T) T {
 		return def
 	}
 	return v
-}
-
-// DoWithRetry runs attempt until it succeeds, fails with a non-retryable
-// error, or strategy gives up. Errors are normalized to *Error attributed
-// to provider. The provider's RetryAfter is capped at retryAfterMax (0
-// means 1 hour). Waits end early, with CANCELLED or TIMEOUT, when ctx ends.
-// Provider packages use it around each HTTP attempt.
-func DoWithRetry[T any](ctx context.Context, strategy RetryStrategy, retryAfterMax time.Duration, provider string, attempt func(ctx context.Context) (T, error)) (T, error) {
-	retryAfterMax = orDefault(retryAfterMax, time.Hour)
-	gate, _ := strategy.(requestGate)
-	for n := 1; ; n++ {
-		if gate != nil {
-			if err := sleep(ctx, gate.BeforeRequest()); err != nil {
-				var zero T
-				return zero, AsError(err, provider, Cancelled)
-			}
-		}
-		v, err := attempt(ctx)
-		if err == nil {
-			if r, ok := strategy.(resetter); ok {
-				r.Reset()
-			}
-			return v, nil
-		}
-		e := AsError(err, provider, ProviderError)
-		if ctx.Err() != nil || strategy == nil || !e.Code.Retryable() {
-			return v, e
-		}
-		if e.RetryAfter > retryAfterMax {
-			e.RetryAfter = retryAfterMax
-		}
-		delay, retry := strategy.OnRetry(e, n)
-		if !retry {
-			return v, e
-		}
-		if err := sleep(ctx, delay); err != nil {
-			ce := AsError(err, provider, Cancelled)
-			ce.Message += " while waiting to retry after: " + e.Error()
-			return v, ce
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -1,8 +1,6 @@
 package llm_test
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,89 +12,6 @@ func rateLimited(after time.Duration) *llm.Error {
 	e := llm.NewError(llm.RateLimited, "p", "slow down", nil)
 	e.RetryAfter = after
 	return e
-}
-
-func TestUPP_4_3_NoRetryByDefault(t *testing.T) {
-	calls := 0
-	_, err := llm.DoWithRetry(context.Background(), nil, 0, "p", func(context.Context) (int, error) {
-		calls++
-		return 0, rateLimited(0)
-	})
-	if calls != 1 || !errors.Is(err, llm.RateLimited) {
-		t.Errorf("calls %d, err %v", calls, err)
-	}
-}
-
-func TestUPP_4_3_OnlyRetryableCodesAreRetried(t *testing.T) {
-	for _, code := range llm.ErrorCodes {
-		calls := 0
-		_, err := llm.DoWithRetry(context.Background(), llm.LinearBackoff{MaxRetries: 1, Delay: time.Microsecond}, 0, "p",
-			func(context.Context) (int, error) {
-				calls++
-				return 0, llm.NewError(code, "p", "x", nil)
-			})
-		want := 1
-		if code.Retryable() {
-			want = 2
-		}
-		if calls != want || !errors.Is(err, code) {
-			t.Errorf("%s: %d calls, err %v; want %d calls", code, calls, err, want)
-		}
-	}
-}
-
-func TestUPP_4_3_RetryToSuccessHonouringRetryAfter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		calls := 0
-		start := time.Now()
-		v, err := llm.DoWithRetry(context.Background(), llm.ExponentialBackoff{BaseDelay: time.Microsecond, NoJitter: true}, 0, "p",
-			func(context.Context) (string, error) {
-				calls++
-				if calls < 3 {
-					return "", rateLimited(20 * time.Millisecond)
-				}
-				return "ok", nil
-			})
-		if err != nil || v != "ok" || calls != 3 {
-			t.Fatalf("v %q, err %v, calls %d", v, err, calls)
-		}
-		// Two waits of the provider's 20 ms, longer than the backoff's.
-		if d, want := time.Since(start), 40*time.Millisecond; d != want {
-			t.Errorf("finished after %v, want %v: Retry-After not honoured", d, want)
-		}
-	})
-}
-
-func TestUPP_4_3_RetryAfterIsCapped(t *testing.T) {
-	var seen time.Duration
-	strategy := retryFunc(func(err *llm.Error, attempt int) (time.Duration, bool) {
-		seen = err.RetryAfter
-		return 0, attempt < 2
-	})
-	llm.DoWithRetry(context.Background(), strategy, 5*time.Millisecond, "p", func(context.Context) (int, error) {
-		return 0, rateLimited(time.Hour)
-	})
-	if seen != 5*time.Millisecond {
-		t.Errorf("strategy saw RetryAfter %v, want the 5ms cap", seen)
-	}
-}
-
-type retryFunc func(*llm.Error, int) (time.Duration, bool)
-
-func (f retryFunc) OnRetry(e *llm.Error, n int) (time.Duration, bool) { return f(e, n) }
-
-func TestUPP_4_3_WaitEndsWithContext(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		defer cancel()
-		start := time.Now()
-		_, err := llm.DoWithRetry(ctx, llm.LinearBackoff{Delay: time.Hour}, 0, "p", func(context.Context) (int, error) {
-			return 0, llm.NewError(llm.ProviderError, "p", "down", nil)
-		})
-		if d := time.Since(start); !errors.Is(err, llm.Timeout) || d != 20*time.Millisecond {
-			t.Errorf("err %v after %v, want TIMEOUT after the context's 20ms", err, d)
-		}
-	})
 }
 
 func TestUPP_4_3_StrategyDelays(t *testing.T) {
@@ -158,22 +73,6 @@ func TestUPP_4_3_TokenBucketPaces(t *testing.T) {
 		tb.Reset()
 		if tb.BeforeRequest() != 0 {
 			t.Error("Reset did not refill")
-		}
-		calls := 0
-		start := time.Now()
-		_, err := llm.DoWithRetry(context.Background(), llm.NewTokenBucket(1, 1000, 2), 0, "p", func(context.Context) (int, error) {
-			calls++
-			if calls < 3 {
-				return 0, llm.NewError(llm.NetworkError, "p", "x", nil)
-			}
-			return 1, nil
-		})
-		if err != nil || calls != 3 {
-			t.Errorf("token bucket retries: %d calls, %v", calls, err)
-		}
-		// Each retry waits one token interval, which refills the token.
-		if d, want := time.Since(start), 2*time.Millisecond; d != want {
-			t.Errorf("retries took %v, want %v", d, want)
 		}
 	})
 }

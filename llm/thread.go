@@ -78,10 +78,10 @@ func (t *Thread) UpdatedAt() time.Time {
 }
 
 type threadJSON struct {
-	ID        string   `json:"id"`
-	Messages  Messages `json:"messages"`
-	CreatedAt string   `json:"createdAt"`
-	UpdatedAt string   `json:"updatedAt"`
+	ID        string      `json:"id"`
+	Messages  messageList `json:"messages"`
+	CreatedAt string      `json:"createdAt"`
+	UpdatedAt string      `json:"updatedAt"`
 }
 
 // MarshalJSON emits ThreadJSON {id, messages, createdAt, updatedAt}, with
@@ -89,7 +89,7 @@ type threadJSON struct {
 func (t *Thread) MarshalJSON() ([]byte, error) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return json.Marshal(threadJSON{t.id, Messages(t.messages), formatTime(t.createdAt), formatTime(t.updatedAt)})
+	return json.Marshal(threadJSON{t.id, messageList(t.messages), formatTime(t.createdAt), formatTime(t.updatedAt)})
 }
 
 // UnmarshalJSON reads ThreadJSON.

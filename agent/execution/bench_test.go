@@ -125,5 +125,5 @@ func BenchmarkPlanStep(b *testing.B) {
 		}
 		return scripted.Step{Text: "done", Usage: llm.TokenUsage{InputTokens: 1}}, nil
 	}
-	benchAgent(b, fn, execution.MustPlan(&execution.PlanOptions{}), benchSteps+2)
+	benchAgent(b, fn, mustPlan(&execution.PlanOptions{}), benchSteps+2)
 }

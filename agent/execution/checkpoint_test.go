@@ -74,7 +74,7 @@ func TestUAP_12_3_EveryStepIsCheckpointedInOrder(t *testing.T) {
 		}, 4},
 		"plan": {func() (llm.ModelReference, agent.ExecutionStrategy) {
 			pm := &planModel{plans: []any{planOf([3]string{"a", "call echo", ""}, [3]string{"b", "b", "a"}, [3]string{"c", "c", "b"})}}
-			return scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{})
+			return scripted.NewFunc(pm.reply).Ref(), mustPlan(&execution.PlanOptions{})
 		}, 5}, // plan + 3 steps + answer
 	}
 	for name, c := range cases {

@@ -53,9 +53,13 @@ func ExamplePlan() {
 		scripted.Step{Text: "Summary written."},
 		scripted.Step{Text: "Here is the summary."},
 	)
+	strategy, err := execution.Plan(nil) // fails only on an invalid PlanSchema
+	if err != nil {
+		panic(err)
+	}
 	a, _ := agent.New(&agent.Options{
 		LLMOptions: llm.LLMOptions{Model: model.Ref()},
-		Execution:  execution.MustPlan(&execution.PlanOptions{}),
+		Execution:  strategy,
 	})
 	res, err := a.Generate(context.Background(), llm.Text("Summarise the incident."), nil)
 	if err != nil {

@@ -25,6 +25,15 @@ func toolStep(id string) scripted.Step {
 	return scripted.Step{ToolCalls: []llm.ToolCall{{ToolCallID: id, ToolName: "echo", Arguments: map[string]any{"v": id}}}}
 }
 
+// mustPlan is execution.Plan for options known to be valid.
+func mustPlan(opts *execution.PlanOptions) agent.ExecutionStrategy {
+	p, err := execution.Plan(opts)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
 func newAgent(t *testing.T, ref llm.ModelReference, strategy agent.ExecutionStrategy, opts agent.Options) *agent.Agent {
 	t.Helper()
 	opts.Model, opts.Execution = ref, strategy
@@ -208,7 +217,7 @@ func TestUAP_5_4_PlanRunsStepsInDependencyOrder(t *testing.T) {
 		)}}
 		m := scripted.NewFunc(pm.reply)
 		var created []agent.PlanStep
-		a := newAgent(t, m.Ref(), execution.MustPlan(&execution.PlanOptions{MaxConcurrency: 1}), agent.Options{})
+		a := newAgent(t, m.Ref(), mustPlan(&execution.PlanOptions{MaxConcurrency: 1}), agent.Options{})
 		res, evs, err := run(a, streaming, llm.Text("do the thing"))
 		if err != nil {
 			t.Fatal(err)
@@ -261,7 +270,7 @@ func TestUAP_5_4_IndependentStepsRunConcurrently(t *testing.T) {
 	pm := &planModel{plans: []any{planOf(
 		[3]string{"a", "call barrier", ""}, [3]string{"b", "call barrier", ""}, [3]string{"c", "call barrier", ""},
 	)}}
-	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{barrier}}})
+	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), mustPlan(&execution.PlanOptions{}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{barrier}}})
 	res, _, err := run(a, false, llm.Text("go"))
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +293,7 @@ func TestUAP_5_4_ReplanAfterAFailedStep(t *testing.T) {
 		planOf([3]string{"one", "first part", ""}, [3]string{"two", "call flaky to publish", "one"}),
 		planOf([3]string{"two-b", "publish another way", ""}),
 	}}
-	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{echo(), flaky}}})
+	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), mustPlan(&execution.PlanOptions{}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{echo(), flaky}}})
 	res, _, err := run(a, false, llm.Text("go"))
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +322,7 @@ func TestUAP_5_4_ReplanAfterAFailedStep(t *testing.T) {
 func TestUAP_5_4_NoReplanFailsWithTheStep(t *testing.T) {
 	flaky := llm.Tool{Name: "flaky", Run: func(context.Context, map[string]any) (any, error) { return nil, errors.New("boom") }}
 	pm := &planModel{plans: []any{planOf([3]string{"x", "call flaky", ""})}}
-	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{NoReplan: true}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{flaky}}})
+	a := newAgent(t, scripted.NewFunc(pm.reply).Ref(), mustPlan(&execution.PlanOptions{NoReplan: true}), agent.Options{LLMOptions: llm.LLMOptions{Tools: []llm.Tool{flaky}}})
 	_, _, err := run(a, false, llm.Text("go"))
 	var sf *execution.StepFailedError
 	if !errors.As(err, &sf) || sf.Step.ID != "x" || !strings.Contains(err.Error(), "boom") {
@@ -325,7 +334,7 @@ func TestUAP_5_4_PlanFromTextWhenNoStructuredOutput(t *testing.T) {
 	pm := &planModel{plans: []any{`Here is the plan: {"steps":[{"id":"only","description":"do it","dependsOn":[]}]} — good luck.`}}
 	m := scripted.NewFunc(pm.reply)
 	m.Caps.StructuredOutput = false
-	res, _, err := run(newAgent(t, m.Ref(), execution.MustPlan(&execution.PlanOptions{}), agent.Options{}), false, llm.Text("go"))
+	res, _, err := run(newAgent(t, m.Ref(), mustPlan(&execution.PlanOptions{}), agent.Options{}), false, llm.Text("go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +356,7 @@ func TestUAP_5_4_InvalidPlansAreRejected(t *testing.T) {
 		"no steps at all": map[string]any{"steps": []any{}},
 	} {
 		pm := &planModel{plans: []any{plan}}
-		_, _, err := run(newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{}), agent.Options{}), false, llm.Text("go"))
+		_, _, err := run(newAgent(t, scripted.NewFunc(pm.reply).Ref(), mustPlan(&execution.PlanOptions{}), agent.Options{}), false, llm.Text("go"))
 		var pe *execution.PlanError
 		if !errors.As(err, &pe) {
 			t.Errorf("%s: err = %v, want *PlanError", name, err)
@@ -361,7 +370,7 @@ func TestUAP_5_4_InvalidPlansAreRejected(t *testing.T) {
 func TestUAP_5_4_MaxPlanStepsDropsDependents(t *testing.T) {
 	pm := &planModel{plans: []any{planOf([3]string{"a", "x", ""}, [3]string{"b", "y", "c"}, [3]string{"c", "z", ""}, [3]string{"d", "w", ""})}}
 	// wait: b depends on c, which is after it; with MaxPlanSteps 2 only a and b are candidates and b's dependency is dropped.
-	res, _, err := run(newAgent(t, scripted.NewFunc(pm.reply).Ref(), execution.MustPlan(&execution.PlanOptions{MaxPlanSteps: 2}), agent.Options{}), false, llm.Text("go"))
+	res, _, err := run(newAgent(t, scripted.NewFunc(pm.reply).Ref(), mustPlan(&execution.PlanOptions{MaxPlanSteps: 2}), agent.Options{}), false, llm.Text("go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +400,7 @@ func TestUAP_14_2_EveryStrategyKeepsHistoryExplicitStreamsEquallyAndCheckpoints(
 		"plan": func() (llm.ModelReference, agent.ExecutionStrategy, func() int) {
 			pm := &planModel{plans: []any{planOf([3]string{"a", "call echo", ""}, [3]string{"b", "b", "a"})}}
 			m := scripted.NewFunc(pm.reply)
-			return m.Ref(), execution.MustPlan(&execution.PlanOptions{}), func() int { return len(m.Requests()) }
+			return m.Ref(), mustPlan(&execution.PlanOptions{}), func() int { return len(m.Requests()) }
 		},
 	}
 	for name, b := range strategies {

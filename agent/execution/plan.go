@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/agentry-dev/agentry/internal/schemas"
+	"github.com/agentry-dev/agentry/internal/turns"
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/llm"
@@ -105,19 +106,6 @@ func Plan(options *PlanOptions) (agent.ExecutionStrategy, error) {
 		return nil, fmt.Errorf("execution: plan schema: %w", err)
 	}
 	return &plan{opts: opts, schema: sch}, nil
-}
-
-// MustPlan is Plan that panics on an invalid schema.
-func MustPlan(options *PlanOptions) agent.ExecutionStrategy {
-	var opts PlanOptions
-	if options != nil {
-		opts = *options
-	}
-	p, err := Plan(&opts)
-	if err != nil {
-		panic(err)
-	}
-	return p
 }
 
 func compileSchema(s llm.Schema) (*jsonschema.Schema, error) {
@@ -583,19 +571,19 @@ func stepFailure(ps agent.PlanStep, turn *llm.Turn, err error) error {
 // tools, returning the messages produced and their merged turn.
 func untilAnswer(ctx context.Context, ec *agent.ExecutionContext, step int, state *agent.State, base []llm.Message, prompt string) ([]llm.Message, *llm.Turn, error) {
 	var produced []llm.Message
-	var turns []*llm.Turn
+	var stepTurns []*llm.Turn
 	inputs := []llm.Input{llm.Text(prompt)}
 	for {
 		history := append(slices.Clip(base), produced...)
 		turn, err := ec.Call(ctx, step, state, ec.LLM, history, inputs...)
 		if err != nil {
-			return produced, agent.MergeTurns(nil, turns...), err
+			return produced, turns.Merge(nil, stepTurns...), err
 		}
 		inputs = nil
-		turns = append(turns, turn)
+		stepTurns = append(stepTurns, turn)
 		produced = append(produced, turn.Messages...)
 		if turn.Response == nil || !turn.Response.HasToolCalls() {
-			return produced, agent.MergeTurns(nil, turns...), nil
+			return produced, turns.Merge(nil, stepTurns...), nil
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/internal/turns"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -88,7 +89,7 @@ func (r react) Execute(ctx context.Context, ec *agent.ExecutionContext) (*agent.
 				return nil, err
 			}
 			state = state.WithMessages(act.Messages...)
-			stepTurn = agent.MergeTurns(nil, reason, act)
+			stepTurn = turns.Merge(nil, reason, act)
 		}
 		var stop bool
 		state, stop, err = ec.EndStep(ctx, step, stepTurn, state, map[string]any{"phase": "complete"})

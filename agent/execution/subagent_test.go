@@ -53,7 +53,7 @@ func TestUAP_8_4_8_5_SubagentEventsAndTracesInEveryStrategy(t *testing.T) {
 				}
 				return s, err
 			})
-			return m.Ref(), execution.MustPlan(&execution.PlanOptions{})
+			return m.Ref(), mustPlan(&execution.PlanOptions{})
 		},
 	}
 	for name, b := range strategies {

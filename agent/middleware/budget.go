@@ -2,7 +2,6 @@ package middleware
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -73,10 +72,8 @@ const (
 	LimitDuration     LimitKind = "duration"
 )
 
-// ErrBudgetExceeded matches every *BudgetExceededError with errors.Is.
-var ErrBudgetExceeded = errors.New("budget exceeded")
-
 // BudgetExceededError ends a run whose usage went over a Budget limit.
+// Match it with errors.As.
 type BudgetExceededError struct {
 	// Kind is the limit exceeded (the first, in the order of the
 	// LimitKind constants, when a step exceeded several).
@@ -100,13 +97,10 @@ func (e *BudgetExceededError) Error() string {
 	return fmt.Sprintf("middleware: budget exceeded: %s used %s, limit %s", e.Kind, f(e.Used), f(e.Limit))
 }
 
-// Is reports whether target is ErrBudgetExceeded.
-func (e *BudgetExceededError) Is(target error) bool { return target == ErrBudgetExceeded }
-
 // Budget returns middleware that limits each run's resources (UAP-1.1
 // §15.1, resource exhaustion and cost control): tokens, tool calls, wall
 // time and cost. A run that goes over a limit ends with a
-// *BudgetExceededError (errors.Is ErrBudgetExceeded) carrying the state
+// *BudgetExceededError carrying the state
 // reached.
 //
 // The check is made after every step (a step hook), so a run stops at a

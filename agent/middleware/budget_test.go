@@ -21,7 +21,7 @@ import (
 // renamed is a scripted model reporting another provider name, to price
 // it under that provider's token conventions.
 type renamed struct {
-	*scripted.Model
+	llm.LLMProvider
 	name string
 }
 
@@ -116,7 +116,7 @@ func TestBudget(t *testing.T) {
 			name: "cost, model price, Anthropic conventions",
 			opts: middleware.BudgetOptions{MaxCost: 0.004, Prices: map[string]middleware.Price{"claude-x": price}},
 			model: func(m *scripted.Model) llm.ModelReference {
-				return llm.ModelReference{ModelID: "claude-x", Provider: renamed{m, "anthropic"}}
+				return llm.ModelReference{ModelID: "claude-x", Provider: renamed{m.Ref().Provider.(llm.LLMProvider), "anthropic"}}
 			},
 			script:   []scripted.Step{cached("1")},
 			want:     &middleware.BudgetExceededError{Kind: middleware.LimitCost, Limit: 0.004, Used: 0.00462},
@@ -148,9 +148,6 @@ func TestBudget(t *testing.T) {
 						}
 						state = res.State
 					} else {
-						if !errors.Is(err, middleware.ErrBudgetExceeded) {
-							t.Fatalf("err = %v, want ErrBudgetExceeded", err)
-						}
 						var be *middleware.BudgetExceededError
 						if !errors.As(err, &be) {
 							t.Fatalf("err = %T, want *BudgetExceededError", err)
@@ -209,8 +206,8 @@ func TestBudgetMissingPrice(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `no entry for "scripted:scripted" or "scripted"`) {
 		t.Errorf("err = %v, want a missing price", err)
 	}
-	if errors.Is(err, middleware.ErrBudgetExceeded) {
-		t.Errorf("a configuration error matches ErrBudgetExceeded")
+	if be := (*middleware.BudgetExceededError)(nil); errors.As(err, &be) {
+		t.Errorf("a configuration error is a *BudgetExceededError")
 	}
 }
 

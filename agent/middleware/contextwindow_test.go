@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/agent/middleware"
+	"github.com/agentry-dev/agentry/internal/agenttest"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/google/go-cmp/cmp"
@@ -229,7 +230,7 @@ func TestContextWindowUnchanged(t *testing.T) {
 		LLMOptions: llm.LLMOptions{Model: m.Ref()},
 		Middleware: []agent.Middleware{
 			middleware.ContextWindow(&middleware.ContextWindowOptions{MaxMessages: 10, KeepToolResults: 1, MaxTokens: 1000}),
-			agent.MiddlewareFuncs{MiddlewareName: "spy", BeforeFunc: func(_ context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
+			agenttest.MiddlewareFuncs{MiddlewareName: "spy", BeforeFunc: func(_ context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
 				ids = append(ids, mc.State.ID())
 				return nil, nil
 			}},

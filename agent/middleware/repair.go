@@ -35,11 +35,8 @@ type ToolArgumentRepairOptions struct {
 	Logger *slog.Logger
 }
 
-// ErrRepairExhausted matches every *RepairExhaustedError with errors.Is.
-var ErrRepairExhausted = errors.New("tool argument retries exhausted")
-
 // RepairExhaustedError ends a run in which the model kept calling a tool
-// with invalid arguments.
+// with invalid arguments. Match it with errors.As.
 type RepairExhaustedError struct {
 	// Tool is the tool's name.
 	Tool string
@@ -62,9 +59,6 @@ func (e *RepairExhaustedError) Error() string {
 	}
 	return msg
 }
-
-// Is reports whether target is ErrRepairExhausted.
-func (e *RepairExhaustedError) Is(target error) bool { return target == ErrRepairExhausted }
 
 // Unwrap returns Last.
 func (e *RepairExhaustedError) Unwrap() error {

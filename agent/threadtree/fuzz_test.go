@@ -34,12 +34,12 @@ func FuzzFromJSON(f *testing.F) {
 	b, _ := tree.Branch(a, "")
 	_, _ = tree.Branch(root, "c")
 	_ = tree.Checkout(b)
-	data, err := tree.ToJSON()
+	data, err := tree.MarshalJSON()
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(data)
-	small, _ := threadtree.New().ToJSON()
+	small, _ := threadtree.New().MarshalJSON()
 	f.Add(small)
 	f.Add([]byte(`{"rootId":"","currentId":"","nodes":[]}`))
 
@@ -54,7 +54,7 @@ func FuzzFromJSON(f *testing.F) {
 		if tree.History() == nil || len(tree.Nodes()) == 0 {
 			t.Fatal("accepted tree has no current state or no nodes")
 		}
-		enc, err := tree.ToJSON()
+		enc, err := tree.MarshalJSON()
 		if err != nil {
 			t.Fatalf("accepted tree does not encode: %v", err)
 		}
@@ -62,7 +62,7 @@ func FuzzFromJSON(f *testing.F) {
 		if err != nil {
 			t.Fatalf("encoding of an accepted tree is rejected: %v\n%s", err, enc)
 		}
-		enc2, err := back.ToJSON()
+		enc2, err := back.MarshalJSON()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ type nodeJSON struct {
 	Children []string        `json:"children"`
 }
 
-// ToJSON returns the tree's ThreadTreeJSON (UAP-1.1 §7.1 toJSON), in the
+// MarshalJSON returns the tree's ThreadTreeJSON (UAP-1.1 §7.1 toJSON), in the
 // TypeScript implementation's form:
 //
 //	{"rootId": ID, "currentId": ID, "nodes": [
@@ -37,7 +37,7 @@ type nodeJSON struct {
 //	   "name": string (omitted when empty), "children": [ID, ...]}, ...]}
 //
 // Nodes are listed depth-first from the root, children oldest first.
-func (t *Tree) ToJSON() ([]byte, error) {
+func (t *Tree) MarshalJSON() ([]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.init()
@@ -64,10 +64,7 @@ func (t *Tree) ToJSON() ([]byte, error) {
 	return json.Marshal(j)
 }
 
-// MarshalJSON is ToJSON.
-func (t *Tree) MarshalJSON() ([]byte, error) { return t.ToJSON() }
-
-// FromJSON decodes and validates ThreadTreeJSON, as ToJSON and the
+// FromJSON decodes and validates ThreadTreeJSON, as MarshalJSON and the
 // TypeScript implementation write it. It rejects, with an error wrapping
 // ErrInvalidTree and naming the fault: more than agent.MaxStateJSON bytes,
 // unknown fields or trailing data, no nodes, an ID that is not a UUIDv4,

@@ -59,7 +59,7 @@ func indent(t *testing.T, data []byte) []byte {
 // TestUAP_7_1_ToJSONGolden pins the serialized form (ThreadTreeJSON, as
 // the TypeScript implementation writes it). Regenerate with -update.
 func TestUAP_7_1_ToJSONGolden(t *testing.T) {
-	data, err := goldenTree(t).ToJSON()
+	data, err := goldenTree(t).MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestUAP_7_1_ToJSONGolden(t *testing.T) {
 
 func TestUAP_7_1_FromJSONRestoresTheTree(t *testing.T) {
 	orig := goldenTree(t)
-	data, err := orig.ToJSON()
+	data, err := orig.MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func TestUAP_7_2_FromJSONHandlesDeepTrees(t *testing.T) {
 		id = mustBranch(t, tree, id, "")
 	}
 	mustCheckout(t, tree, id)
-	data, err := tree.ToJSON()
+	data, err := tree.MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
 	}

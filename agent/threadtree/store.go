@@ -13,7 +13,7 @@ import (
 // without saving, when that state's JSON would exceed agent.MaxStateJSON,
 // which agent.FromJSON, and so a store, could not load back.
 func (t *Tree) Save(ctx context.Context, store agent.CheckpointStore, sessionID string) error {
-	data, err := t.ToJSON()
+	data, err := t.MarshalJSON()
 	if err != nil {
 		return err
 	}

@@ -115,8 +115,8 @@ func TestUAP_12_2_TreePersistsThroughCheckpointStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := tree.ToJSON()
-	got, _ := loaded.ToJSON()
+	want, _ := tree.MarshalJSON()
+	got, _ := loaded.MarshalJSON()
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
 		t.Errorf("loaded tree (-want +got):\n%s", diff)
 	}

@@ -336,7 +336,7 @@ func TestUAP_7_1_ConcurrentRunsOnBranches(t *testing.T) {
 			_ = tree.Checkout(id)
 			_ = tree.History()
 			_, _ = tree.Branch(id, "side")
-			if _, err := tree.ToJSON(); err != nil {
+			if _, err := tree.MarshalJSON(); err != nil {
 				t.Error(err)
 			}
 			_ = tree.Nodes()

@@ -46,7 +46,7 @@ With --session, the run is checkpointed after every step (default store:
 conversation continues; given only the session, an interrupted run resumes
 from its last checkpoint.
 
--m scripted:FILE plays a YAML/JSON script (see llm/scripted.LoadFile), so
+-m scripted:FILE plays a YAML/JSON script (see llm/scripted.Load), so
 agents run offline and deterministically. Providers, keys and API
 addresses are as for agentry llm. ` + baseURLHelp,
 		Example: `  agentry run "What is (12 + 30) * 2?"

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentry-dev/agentry/internal/demo"
+	"github.com/agentry-dev/agentry/internal/envname"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/anthropic"
 	"github.com/agentry-dev/agentry/llm/gemini"
@@ -60,7 +61,12 @@ var providers = map[string]factory{
 		if m == demo.ModelID {
 			return demo.Model().Ref(), nil
 		}
-		sm, err := scripted.LoadFile(m)
+		f, err := os.Open(m)
+		if err != nil {
+			return llm.ModelReference{}, fmt.Errorf("scripted: %w", err)
+		}
+		defer f.Close()
+		sm, err := scripted.Load(f)
 		if err != nil {
 			return llm.ModelReference{}, err
 		}
@@ -71,7 +77,7 @@ var providers = map[string]factory{
 
 func init() {
 	for name, base := range compatible {
-		providers[name] = factory{"OpenAI-compatible server at " + base + " (" + llm.EnvKeyName(name) + ")",
+		providers[name] = factory{"OpenAI-compatible server at " + base + " (" + envname.APIKey(name) + ")",
 			func(m, _ string) (llm.ModelReference, error) { return openai.Compatible(name, base, m, nil), nil }}
 	}
 }
@@ -89,7 +95,7 @@ var vendorBaseURLEnv = map[string][]string{
 // turned into underscores (ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
 // COMPAT_BASE_URL, GROQ_BASE_URL…).
 func EnvBaseURLName(provider string) string {
-	return strings.TrimSuffix(llm.EnvKeyName(provider), "_API_KEY") + "_BASE_URL"
+	return strings.TrimSuffix(envname.APIKey(provider), "_API_KEY") + "_BASE_URL"
 }
 
 // BaseURLEnv lists the environment variables a provider's API address is
@@ -179,7 +185,7 @@ func MaxTokens(ref llm.ModelReference, n int) map[string]any {
 	case "scripted":
 		return nil
 	}
-	if _, ok := ref.Provider.(*openai.Provider); ok { // compatible servers
+	if _, ok := compatible[name]; ok || name == "compat" { // OpenAI-compatible servers
 		return map[string]any{"max_tokens": n}
 	}
 	return nil

@@ -98,8 +98,8 @@ const defaultBaseURL = "https://api.anthropic.com"
 // ProviderConfig.APIVersion overrides it.
 const defaultAPIVersion = "2023-06-01"
 
-// StructuredOutputBeta is the beta flag the native beta method sends.
-const StructuredOutputBeta = "structured-outputs-2025-11-13"
+// structuredOutputBeta is the beta flag the native beta method sends.
+const structuredOutputBeta = "structured-outputs-2025-11-13"
 
 // StructuredOutput selects how a request's Structure is sent.
 type StructuredOutput string
@@ -130,7 +130,7 @@ const (
 	StructuredOutputNative StructuredOutput = "native"
 	// StructuredOutputNativeBeta is the native method's earlier, beta
 	// form: output_format {type: "json_schema", schema} with the
-	// anthropic-beta flag StructuredOutputBeta, for servers that have not
+	// anthropic-beta flag "structured-outputs-2025-11-13", for servers that have not
 	// moved to output_config.
 	StructuredOutputNativeBeta StructuredOutput = "native-beta"
 )

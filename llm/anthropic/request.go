@@ -88,8 +88,8 @@ func buildRequest(model string, req *llm.Request, opts Options, stream bool) (*b
 		case StructuredOutputNativeBeta:
 			out.mode = outputNative
 			body["output_format"] = map[string]any{"type": "json_schema", "schema": map[string]any(req.Structure)}
-			if !slices.Contains(out.betas, StructuredOutputBeta) {
-				out.betas = append(out.betas, StructuredOutputBeta)
+			if !slices.Contains(out.betas, structuredOutputBeta) {
+				out.betas = append(out.betas, structuredOutputBeta)
 			}
 		default:
 			out.mode = outputTool

@@ -212,7 +212,7 @@ func toResponse(m *apiMessage, mode outputMode) (*llm.Response, error) {
 		md["reasoning"] = reasoning
 	}
 	msg := llm.NewAssistantMessage(content, calls)
-	msg.Metadata = msg.Metadata.With(name, md)
+	msg.Metadata = llm.Metadata{name: md}
 	resp := &llm.Response{Message: msg, Usage: m.Usage.tokens(), StopReason: stop}
 	if haveData {
 		resp.Data = data

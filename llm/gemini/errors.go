@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/internal/wire"
 )
 
 // apiError is the Google API error object: {"error": {code, message,
@@ -124,7 +125,7 @@ func (e *apiError) code(status int) llm.ErrorCode {
 		return llm.ProviderError
 	}
 	if status == 0 && e.Code != 0 {
-		return llm.CodeForStatus(e.Code)
+		return wire.CodeForStatus(e.Code)
 	}
 	return ""
 }

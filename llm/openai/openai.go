@@ -43,25 +43,28 @@ type Options struct {
 	Strict bool
 }
 
-// Provider is an adapter for servers speaking OpenAI's wire format: OpenAI
-// itself (the OpenAI value) or a compatible server (see Compatible). It
-// implements llm.LLMProvider and is safe for concurrent use.
-type Provider struct {
+// provider is an adapter for servers speaking OpenAI's wire format: OpenAI
+// itself (Provider) or a compatible server (see Compatible). It is safe for
+// concurrent use.
+type provider struct {
 	name        string
 	baseURL     string
 	keyOptional bool
 	defaultAPI  API
 }
 
-// OpenAI is the provider for OpenAI's API; its key comes from
-// OPENAI_API_KEY unless ProviderConfig.APIKey is set.
-var OpenAI = &Provider{name: "openai", baseURL: defaultBaseURL, defaultAPI: Responses}
+// Provider is the provider for OpenAI's API; its key comes from
+// OPENAI_API_KEY unless ProviderConfig.APIKey is set. Model is the usual
+// way to use it.
+var Provider llm.LLMProvider = openAI
+
+var openAI = &provider{name: "openai", baseURL: defaultBaseURL, defaultAPI: Responses}
 
 // Model returns a reference to an OpenAI model. nil opts means defaults
 // (the Responses API).
 //
 //	openai.Model("gpt-5-mini", nil)
-func Model(id string, opts *Options) llm.ModelReference { return OpenAI.Model(id, opts) }
+func Model(id string, opts *Options) llm.ModelReference { return openAI.model(id, opts) }
 
 // Compatible returns a reference to a model served by an OpenAI-compatible
 // server at baseURL (e.g. "http://localhost:8000/v1"). The provider is
@@ -71,12 +74,12 @@ func Model(id string, opts *Options) llm.ModelReference { return OpenAI.Model(id
 //
 //	openai.Compatible("vllm", "http://localhost:8000/v1", "Qwen/Qwen3-8B", nil)
 func Compatible(name, baseURL, modelID string, opts *Options) llm.ModelReference {
-	p := &Provider{name: name, baseURL: baseURL, keyOptional: true, defaultAPI: ChatCompletions}
-	return p.Model(modelID, opts)
+	p := &provider{name: name, baseURL: baseURL, keyOptional: true, defaultAPI: ChatCompletions}
+	return p.model(modelID, opts)
 }
 
-// Model returns a reference to a model of p.
-func (p *Provider) Model(id string, opts *Options) llm.ModelReference {
+// model returns a reference to a model of p.
+func (p *provider) model(id string, opts *Options) llm.ModelReference {
 	ref := llm.ModelReference{ModelID: id, Provider: p}
 	if opts != nil {
 		o := *opts
@@ -86,14 +89,14 @@ func (p *Provider) Model(id string, opts *Options) llm.ModelReference {
 }
 
 // Name returns the provider name ("openai", or a Compatible server's name).
-func (p *Provider) Name() string { return p.name }
+func (p *provider) Name() string { return p.name }
 
 // Version returns the adapter version.
-func (p *Provider) Version() string { return "1.0.0" }
+func (p *provider) Version() string { return "1.0.0" }
 
 // LLMHandler binds ref to the API its Options select. ref.Options must be
 // nil, Options or *Options.
-func (p *Provider) LLMHandler(ref llm.ModelReference) (llm.Handler, error) {
+func (p *provider) LLMHandler(ref llm.ModelReference) (llm.Handler, error) {
 	opts, err := wire.ModelOptions[Options](p.name, ref.Options)
 	if err != nil {
 		return nil, err
@@ -109,7 +112,7 @@ func (p *Provider) LLMHandler(ref llm.ModelReference) (llm.Handler, error) {
 
 // handler is a model bound to one API.
 type handler struct {
-	p    *Provider
+	p    *provider
 	opts Options
 }
 

@@ -715,12 +715,12 @@ func TestCapabilities(t *testing.T) {
 
 func TestLLMHandlerOptions(t *testing.T) {
 	for _, opts := range []any{nil, Options{}, &Options{API: ChatCompletions}, (*Options)(nil)} {
-		if _, err := OpenAI.LLMHandler(llm.ModelReference{ModelID: "m", Provider: OpenAI, Options: opts}); err != nil {
+		if _, err := Provider.LLMHandler(llm.ModelReference{ModelID: "m", Provider: Provider, Options: opts}); err != nil {
 			t.Errorf("options %#v: %v", opts, err)
 		}
 	}
 	for _, opts := range []any{"responses", &Options{API: "assistants"}} {
-		_, err := OpenAI.LLMHandler(llm.ModelReference{ModelID: "m", Provider: OpenAI, Options: opts})
+		_, err := Provider.LLMHandler(llm.ModelReference{ModelID: "m", Provider: Provider, Options: opts})
 		if e := llmError(t, err); e.Code != llm.InvalidRequest {
 			t.Errorf("options %#v: code %s, want INVALID_REQUEST", opts, e.Code)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/agentry-dev/agentry/llm"
@@ -58,8 +57,20 @@ type fileUsage struct {
 	Output int `yaml:"output"`
 }
 
-// Load reads a script (the format is documented on LoadFile) and returns a
-// model that plays it.
+// Load reads a script, YAML or JSON, and returns a model that plays it:
+//
+//	steps:
+//	  - reasoning: "Six times seven."          # optional
+//	    text: "Let me calculate."
+//	    tool_calls:
+//	      - {id: call_1, name: calculate, arguments: {expression: "6*7"}}
+//	  - text: "42"
+//	  - data: {name: Ada, age: 36}             # structured output
+//	  - error: {code: RATE_LIMITED, message: "slow down"}
+//	    delay: 250ms                           # also chunk_delay
+//	    usage: {input: 10, output: 2}
+//
+// Unknown fields are errors.
 func Load(r io.Reader) (*Model, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxScriptSize+1))
 	if err != nil {
@@ -89,29 +100,6 @@ func Load(r io.Reader) (*Model, error) {
 		steps[i] = s
 	}
 	return New(steps...), nil
-}
-
-// LoadFile reads a script file, YAML or JSON:
-//
-//	steps:
-//	  - reasoning: "Six times seven."          # optional
-//	    text: "Let me calculate."
-//	    tool_calls:
-//	      - {id: call_1, name: calculate, arguments: {expression: "6*7"}}
-//	  - text: "42"
-//	  - data: {name: Ada, age: 36}             # structured output
-//	  - error: {code: RATE_LIMITED, message: "slow down"}
-//	    delay: 250ms                           # also chunk_delay
-//	    usage: {input: 10, output: 2}
-//
-// Unknown fields are errors.
-func LoadFile(path string) (*Model, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("scripted: %w", err)
-	}
-	defer f.Close()
-	return Load(f)
 }
 
 func (fs fileStep) step() (Step, error) {

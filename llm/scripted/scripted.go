@@ -71,8 +71,8 @@ type TB interface {
 	Cleanup(func())
 }
 
-// Model is a scripted or function model. It implements llm.LLMProvider
-// and llm.Handler, and is safe for concurrent use.
+// Model is a scripted or function model, used through its Ref. It is safe
+// for concurrent use.
 type Model struct {
 	// ID is the model id reported in the reference; default "scripted".
 	ID string
@@ -117,20 +117,24 @@ func NewFunc(fn Func) *Model {
 
 // Ref returns the reference to put in LLMOptions.Model.
 func (m *Model) Ref() llm.ModelReference {
-	return llm.ModelReference{ModelID: m.ID, Provider: m}
+	return llm.ModelReference{ModelID: m.ID, Provider: provider{m}}
 }
 
-// Name implements llm.Provider.
-func (m *Model) Name() string { return providerName }
+// provider is a Model as an llm.LLMProvider and its llm.Handler.
+type provider struct{ m *Model }
 
-// Version implements llm.Provider.
-func (m *Model) Version() string { return "1.0.0" }
+func (provider) Name() string                                         { return providerName }
+func (provider) Version() string                                      { return "1.0.0" }
+func (p provider) LLMHandler(llm.ModelReference) (llm.Handler, error) { return p, nil }
+func (p provider) Capabilities() llm.LLMCapabilities                  { return p.m.Caps }
 
-// LLMHandler implements llm.LLMProvider.
-func (m *Model) LLMHandler(llm.ModelReference) (llm.Handler, error) { return m, nil }
+func (p provider) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	return p.m.complete(ctx, req)
+}
 
-// Capabilities implements llm.Handler.
-func (m *Model) Capabilities() llm.LLMCapabilities { return m.Caps }
+func (p provider) Stream(ctx context.Context, req *llm.Request, emit func(llm.StreamEvent)) (*llm.Response, error) {
+	return p.m.stream(ctx, req, emit)
+}
 
 // Push appends steps to the script.
 func (m *Model) Push(steps ...Step) {
@@ -207,8 +211,8 @@ func (m *Model) next(ctx context.Context, req *llm.Request, stream bool) (Step, 
 	return s, nil
 }
 
-// Complete implements llm.Handler.
-func (m *Model) Complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+// complete is llm.Handler's Complete.
+func (m *Model) complete(ctx context.Context, req *llm.Request) (*llm.Response, error) {
 	s, err := m.next(ctx, req, false)
 	if err != nil {
 		return nil, llm.AsError(err, providerName, llm.ProviderError)
@@ -222,8 +226,8 @@ func (m *Model) Complete(ctx context.Context, req *llm.Request) (*llm.Response, 
 	return m.response(req, &s)
 }
 
-// Stream implements llm.Handler.
-func (m *Model) Stream(ctx context.Context, req *llm.Request, emit func(llm.StreamEvent)) (*llm.Response, error) {
+// stream is llm.Handler's Stream.
+func (m *Model) stream(ctx context.Context, req *llm.Request, emit func(llm.StreamEvent)) (*llm.Response, error) {
 	s, err := m.next(ctx, req, true)
 	if err != nil {
 		return nil, llm.AsError(err, providerName, llm.ProviderError)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/envelope"
+	"github.com/agentry-dev/agentry/internal/agenttest"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/messaging/uampagent"
@@ -16,7 +17,7 @@ import (
 
 // unverifying marks every text delta of a streamed run unverified, as a
 // governed run does with its answer before verification.
-type unverifying struct{ agent.MiddlewareFuncs }
+type unverifying struct{ agenttest.MiddlewareFuncs }
 
 func (unverifying) WrapStream(_ context.Context, _ *agent.MiddlewareContext, emit func(agent.Event)) func(agent.Event) {
 	return func(ev agent.Event) {
@@ -35,7 +36,7 @@ func TestUAMP_Agent_UnverifiedChunksStayMarked(t *testing.T) {
 	for _, marked := range []bool{true, false} {
 		opts := agent.Options{}
 		if marked {
-			opts.Middleware = []agent.Middleware{unverifying{agent.MiddlewareFuncs{MiddlewareName: "unverifying"}}}
+			opts.Middleware = []agent.Middleware{unverifying{agenttest.MiddlewareFuncs{MiddlewareName: "unverifying"}}}
 		}
 		m := scripted.New()
 		opts.LLMOptions = llm.LLMOptions{Model: m.Ref()}

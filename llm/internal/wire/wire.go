@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentry-dev/agentry/internal/envname"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -116,7 +118,7 @@ func (c *Client) Open(ctx context.Context, method, path string, body any, stream
 			return nil, llm.NewError(llm.InvalidRequest, c.Provider, "cannot encode request body", err)
 		}
 	}
-	return llm.DoWithRetry(ctx, c.Config.RetryStrategy, c.Config.RetryAfterMax, c.Provider,
+	return DoWithRetry(ctx, c.Config.RetryStrategy, c.Config.RetryAfterMax, c.Provider,
 		func(ctx context.Context) (io.ReadCloser, error) { return c.attempt(ctx, method, path, payload, stream) })
 }
 
@@ -129,11 +131,11 @@ func (c *Client) timeout() time.Duration {
 	if c.Config.Timeout > 0 {
 		return c.Config.Timeout
 	}
-	return llm.DefaultTimeout
+	return DefaultTimeout
 }
 
 func (c *Client) attempt(ctx context.Context, method, path string, payload []byte, stream bool) (io.ReadCloser, error) {
-	key, err := llm.ResolveKey(ctx, c.Config.APIKey, c.Provider, c.EnvKeys...)
+	key, err := ResolveKey(ctx, c.Config.APIKey, c.Provider, c.EnvKeys...)
 	if err != nil && (!c.KeyOptional || c.Config.APIKey != nil) {
 		return nil, err
 	}
@@ -258,7 +260,7 @@ func (c *Client) statusError(resp *http.Response, key string) *llm.Error {
 	if key != "" { // some vendors echo a rejected key; messages never hold one
 		data = bytes.ReplaceAll(data, []byte(key), []byte("[REDACTED]"))
 	}
-	code := llm.CodeForStatus(resp.StatusCode)
+	code := CodeForStatus(resp.StatusCode)
 	msg := ""
 	if c.ParseError != nil {
 		var refined llm.ErrorCode
@@ -444,4 +446,135 @@ func ModelOptions[T any](provider string, v any) (T, error) {
 		return opts, llm.NewError(llm.InvalidRequest, provider, fmt.Sprintf("model options are %T, want %T", v, opts), nil)
 	}
 	return opts, nil
+}
+
+// DefaultTimeout is the per-attempt timeout used when
+// ProviderConfig.Timeout is 0.
+const DefaultTimeout = 120 * time.Second
+
+// ResolveKey returns the key for one request: from the strategy when set,
+// else from the environment variables named (default: envname.APIKey(provider)).
+// A missing or empty key is AUTHENTICATION_FAILED; the error never contains
+// a key.
+func ResolveKey(ctx context.Context, strategy llm.KeyStrategy, provider string, envNames ...string) (string, error) {
+	if strategy != nil {
+		k, err := strategy.Key(ctx)
+		if err != nil {
+			return "", llm.NewError(llm.AuthenticationFailed, provider, "API key strategy failed", err)
+		}
+		if k == "" {
+			return "", llm.NewError(llm.AuthenticationFailed, provider, "API key strategy returned an empty key", nil)
+		}
+		return k, nil
+	}
+	if len(envNames) == 0 {
+		envNames = []string{envname.APIKey(provider)}
+	}
+	for _, name := range envNames {
+		if k := os.Getenv(name); k != "" {
+			return k, nil
+		}
+	}
+	return "", llm.NewError(llm.AuthenticationFailed, provider,
+		"no API key: set "+strings.Join(envNames, " or ")+" or ProviderConfig.APIKey", nil)
+}
+
+// CodeForStatus maps an HTTP status to an error code: the UPP table
+// (400 INVALID_REQUEST, 401/403 AUTHENTICATION_FAILED, 404 MODEL_NOT_FOUND,
+// 429 RATE_LIMITED, 5xx PROVIDER_ERROR) extended as the reference
+// implementation does (402 QUOTA_EXCEEDED, 408 TIMEOUT, 409/422
+// INVALID_REQUEST, 413 CONTEXT_LENGTH_EXCEEDED, 451 CONTENT_FILTERED).
+// Any other 4xx is INVALID_REQUEST; anything else is PROVIDER_ERROR.
+func CodeForStatus(status int) llm.ErrorCode {
+	switch status {
+	case http.StatusBadRequest, http.StatusConflict, http.StatusUnprocessableEntity:
+		return llm.InvalidRequest
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return llm.AuthenticationFailed
+	case http.StatusPaymentRequired:
+		return llm.QuotaExceeded
+	case http.StatusNotFound:
+		return llm.ModelNotFound
+	case http.StatusRequestTimeout:
+		return llm.Timeout
+	case http.StatusRequestEntityTooLarge:
+		return llm.ContextLengthExceeded
+	case http.StatusTooManyRequests:
+		return llm.RateLimited
+	case http.StatusUnavailableForLegalReasons:
+		return llm.ContentFiltered
+	}
+	if status >= 400 && status < 500 {
+		return llm.InvalidRequest
+	}
+	return llm.ProviderError
+}
+
+// requestGate is an optional interface of an llm.RetryStrategy: BeforeRequest is
+// called before every attempt and returns how long to wait first (token
+// buckets use it to pace requests).
+type requestGate interface {
+	BeforeRequest() time.Duration
+}
+
+// resetter is an optional interface of an llm.RetryStrategy: Reset is called
+// after a request succeeds.
+type resetter interface {
+	Reset()
+}
+
+// DoWithRetry runs attempt until it succeeds, fails with a non-retryable
+// error, or strategy gives up. Errors are normalized to *llm.Error attributed
+// to provider. The provider's RetryAfter is capped at retryAfterMax (0
+// means 1 hour). Waits end early, with CANCELLED or TIMEOUT, when ctx ends.
+func DoWithRetry[T any](ctx context.Context, strategy llm.RetryStrategy, retryAfterMax time.Duration, provider string, attempt func(ctx context.Context) (T, error)) (T, error) {
+	if retryAfterMax == 0 {
+		retryAfterMax = time.Hour
+	}
+	gate, _ := strategy.(requestGate)
+	for n := 1; ; n++ {
+		if gate != nil {
+			if err := sleep(ctx, gate.BeforeRequest()); err != nil {
+				var zero T
+				return zero, llm.AsError(err, provider, llm.Cancelled)
+			}
+		}
+		v, err := attempt(ctx)
+		if err == nil {
+			if r, ok := strategy.(resetter); ok {
+				r.Reset()
+			}
+			return v, nil
+		}
+		e := llm.AsError(err, provider, llm.ProviderError)
+		if ctx.Err() != nil || strategy == nil || !e.Code.Retryable() {
+			return v, e
+		}
+		if e.RetryAfter > retryAfterMax {
+			e.RetryAfter = retryAfterMax
+		}
+		delay, retry := strategy.OnRetry(e, n)
+		if !retry {
+			return v, e
+		}
+		if err := sleep(ctx, delay); err != nil {
+			ce := llm.AsError(err, provider, llm.Cancelled)
+			ce.Message += " while waiting to retry after: " + e.Error()
+			return v, ce
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -547,7 +547,7 @@ func TestNoRetryForFinalCodes(t *testing.T) {
 		c := newClient(s)
 		c.Config.RetryStrategy = llm.LinearBackoff{Delay: time.Millisecond}
 		_, err := c.PostJSON(context.Background(), "/", nil)
-		wantCode(t, err, llm.CodeForStatus(status))
+		wantCode(t, err, CodeForStatus(status))
 		if n := s.calls.Load(); n != 1 {
 			t.Errorf("HTTP %d: %d attempts, want 1", status, n)
 		}
