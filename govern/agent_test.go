@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 )
@@ -293,7 +294,7 @@ func TestAgentUndeclaredToolIsHighRisk(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Kind == govern.KindBlocked {
+		if r.Kind == recordkind.Blocked {
 			blocked++
 			if !slices.Equal(r.Reasons, []govern.Reason{govern.RollbackRequired}) || !strings.Contains(string(r.Data), `"tier":"write_high_risk"`) {
 				t.Errorf("blocked record = %s %v", r.Data, r.Reasons)
@@ -398,7 +399,7 @@ func TestAgentGovernsToolsetTools(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Kind == govern.KindRunStarted {
+		if r.Kind == recordkind.RunStarted {
 			starts++
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	jose "github.com/go-jose/go-jose/v4"
 )
 
@@ -292,7 +293,7 @@ func TestDESIGN_5_ForgedApprovals(t *testing.T) {
 					t.Errorf("approval request after the forgery: %+v %v, want pending", a, err)
 				}
 				for _, rec := range records(t, g.Journal()) {
-					if rec.Kind == govern.KindIntent {
+					if rec.Kind == recordkind.Intent {
 						t.Errorf("intent journaled for a forged approval: %s", rec.Data)
 					}
 				}
@@ -559,7 +560,7 @@ func TestDESIGN_5_DecideRefusesUsedToken(t *testing.T) {
 			}
 			decided := 0
 			for _, rec := range records(t, g.Journal()) {
-				if rec.Kind == govern.KindApprovalDecided {
+				if rec.Kind == recordkind.ApprovalDecided {
 					decided++
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // TestUAICP_5_4_AuditTrail drives runs through every kind of record and
@@ -76,12 +77,12 @@ func TestUAICP_5_4_AuditTrail(t *testing.T) {
 		seen[rec.Kind] = true
 		want := govern.ActorAgent
 		switch {
-		case rec.Kind == govern.KindApprovalDecided || rec.Kind == govern.KindTokenUsed:
+		case rec.Kind == recordkind.ApprovalDecided || rec.Kind == recordkind.TokenUsed:
 			want = govern.ActorHuman
 			if rec.Actor.ID != "alice" {
 				t.Errorf("decision by %q", rec.Actor.ID)
 			}
-		case rec.RequestID == abandoned.RequestID() && rec.Seq > lastSeqBefore(t, j, abandoned.RequestID(), govern.KindCommit):
+		case rec.RequestID == abandoned.RequestID() && rec.Seq > lastSeqBefore(t, j, abandoned.RequestID(), recordkind.Commit):
 			want = govern.ActorSystem
 		}
 		if rec.Actor.Kind != want {
@@ -91,9 +92,9 @@ func TestUAICP_5_4_AuditTrail(t *testing.T) {
 			t.Errorf("record %d (%s): actor %q", rec.Seq, rec.Kind, rec.Actor.ID)
 		}
 	}
-	for _, k := range []govern.RecordKind{govern.KindRunStarted, govern.KindTransition, govern.KindIntent, govern.KindCommit, govern.KindFailed,
-		govern.KindBlocked, govern.KindEvidence, govern.KindVerification, govern.KindApprovalRequested, govern.KindApprovalDecided,
-		govern.KindTokenUsed, govern.KindPaused, govern.KindResumed, govern.KindRollbackStarted, govern.KindRollbackDone, govern.KindRollbackFailed, govern.KindChild} {
+	for _, k := range []govern.RecordKind{recordkind.RunStarted, recordkind.Transition, recordkind.Intent, recordkind.Commit, recordkind.Failed,
+		recordkind.Blocked, recordkind.Evidence, recordkind.Verification, recordkind.ApprovalRequested, recordkind.ApprovalDecided,
+		recordkind.TokenUsed, recordkind.Paused, recordkind.Resumed, recordkind.RollbackStarted, recordkind.RollbackDone, recordkind.RollbackFailed, recordkind.Child} {
 		if !seen[k] {
 			t.Errorf("no %s record in the trail", k)
 		}

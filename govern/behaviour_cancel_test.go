@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -123,7 +124,7 @@ func TestUAICP_7_NoResumeWhileFailing(t *testing.T) {
 	if !errors.Is(rerr, govern.ErrRunClosed) {
 		t.Errorf("Resume during the fail: %v, want ErrRunClosed", rerr)
 	}
-	if slices.ContainsFunc(after[before:], func(rec govern.Record) bool { return rec.Kind == govern.KindResumed }) {
+	if slices.ContainsFunc(after[before:], func(rec govern.Record) bool { return rec.Kind == recordkind.Resumed }) {
 		t.Errorf("a run_resumed was journaled during the fail: %v", kinds(after[before:]))
 	}
 	if r.Phase() != govern.FailSafe {

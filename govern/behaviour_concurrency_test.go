@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // TestUAICP_4_2_ParallelInvokes: 32 calls of one run in parallel — read
@@ -83,7 +84,7 @@ func TestUAICP_4_2_ParallelInvokes(t *testing.T) {
 	for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
 		count[rec.Kind]++
 	}
-	if count[govern.KindCommit] != 32 || count[govern.KindIntent] != 16 || count[govern.KindApprovalDecided] != 8 {
+	if count[recordkind.Commit] != 32 || count[recordkind.Intent] != 16 || count[recordkind.ApprovalDecided] != 8 {
 		t.Errorf("record counts %v", count)
 	}
 	if len(r.Evidence()) != 32 {
@@ -151,15 +152,15 @@ func TestUAICP_4_2_FailWaitsForCalls(t *testing.T) {
 	var order []govern.RecordKind
 	for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
 		switch rec.Kind {
-		case govern.KindCommit, govern.KindRollbackDone:
+		case recordkind.Commit, recordkind.RollbackDone:
 			order = append(order, rec.Kind)
-		case govern.KindTransition:
+		case recordkind.Transition:
 			if rec.To == govern.FailSafe {
 				order = append(order, "fail_safe")
 			}
 		}
 	}
-	if !slices.Equal(order, []govern.RecordKind{govern.KindCommit, govern.KindRollbackDone, "fail_safe"}) {
+	if !slices.Equal(order, []govern.RecordKind{recordkind.Commit, recordkind.RollbackDone, "fail_safe"}) {
 		t.Errorf("order %v, want commit, rollback, fail_safe", order)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/gowebpki/jcs"
 )
 
@@ -109,7 +110,7 @@ func TestUAICP_5_1_TamperedEvidence(t *testing.T) {
 		t.Fatalf("refused evidence was kept: %+v", evs)
 	}
 	for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
-		if rec.Kind == govern.KindEvidence {
+		if rec.Kind == recordkind.Evidence {
 			t.Errorf("refused evidence was journaled: %s", rec.Data)
 		}
 	}
@@ -209,7 +210,7 @@ func TestUAICP_5_1_EvidenceHash(t *testing.T) {
 	// The journaled evidence carries the same hash.
 	n := 0
 	for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
-		if rec.Kind != govern.KindEvidence {
+		if rec.Kind != recordkind.Evidence {
 			continue
 		}
 		var ev govern.Evidence
@@ -313,7 +314,7 @@ func TestUAICP_5_1_UnhashablePayloads(t *testing.T) {
 	_, err := r.Invoke(bg, lowRisk("put"), govern.Call{ID: "c1"}, f.fn)
 	wantReasons(t, err, govern.EvidenceInvalid)
 	recs := runRecords(t, g.Journal(), r.RequestID())
-	if last := recs[len(recs)-1]; last.Kind != govern.KindFailed || last.CallID != "c1" {
+	if last := recs[len(recs)-1]; last.Kind != recordkind.Failed || last.CallID != "c1" {
 		t.Errorf("last record %s of %s, want invocation_failed of c1", last.Kind, last.CallID)
 	}
 	// The call is over: asked again, it runs again rather than hanging

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // TestUAICP_7_FailSafe: when an invariant is unmet — here the evidence a
@@ -46,10 +47,10 @@ func TestUAICP_7_FailSafe(t *testing.T) {
 	recs := runRecords(t, g.Journal(), env.RequestID)
 	var written []string
 	for _, r := range recs {
-		if r.Kind == govern.KindCommit && r.Tool == "put" {
+		if r.Kind == recordkind.Commit && r.Tool == "put" {
 			written = append(written, r.CallID)
 		}
-		if r.Kind == govern.KindTransition && r.To == govern.Deliver {
+		if r.Kind == recordkind.Transition && r.To == govern.Deliver {
 			t.Error("a deliver was journaled")
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/internal/uaicpschema"
 )
 
@@ -110,7 +111,7 @@ func transitions(t testing.TB, j govern.Journal, requestID string) []string {
 	t.Helper()
 	var out []string
 	for _, r := range runRecords(t, j, requestID) {
-		if r.Kind == govern.KindTransition {
+		if r.Kind == recordkind.Transition {
 			out = append(out, string(r.From)+"→"+string(r.To))
 		}
 	}
@@ -162,7 +163,7 @@ func checkAudit(t testing.TB, j govern.Journal) {
 			t.Errorf("%s: timestamp %s is not RFC 3339", where, b)
 		}
 		st := runs[r.RequestID]
-		if r.Kind == govern.KindRunStarted {
+		if r.Kind == recordkind.RunStarted {
 			if st != nil {
 				t.Errorf("%s: second run_started for request %s", where, r.RequestID)
 			}
@@ -176,7 +177,7 @@ func checkAudit(t testing.TB, j govern.Journal) {
 		if st.phase.Terminal() {
 			t.Errorf("%s: record of request %s after its terminal phase %s", where, r.RequestID, st.phase)
 		}
-		if r.Kind == govern.KindTransition {
+		if r.Kind == recordkind.Transition {
 			if r.From != st.phase || !govern.CanTransition(r.From, r.To) {
 				t.Errorf("%s: transition %s→%s while the run was in %s", where, r.From, r.To, st.phase)
 			}

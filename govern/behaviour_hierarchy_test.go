@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // TestUAICP_4_3_ParentTraceID: a child run names its parent's trace as
@@ -78,7 +79,7 @@ func TestUAICP_4_3_ChildFailureBubblesUp(t *testing.T) {
 		}
 		var childRecs []govern.ChildData
 		for _, rec := range runRecords(t, g.Journal(), parent.RequestID()) {
-			if rec.Kind == govern.KindChild {
+			if rec.Kind == recordkind.Child {
 				var d govern.ChildData
 				if err := json.Unmarshal(rec.Data, &d); err != nil {
 					t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -38,7 +39,7 @@ func TestUAICP_5_3_ReadOnlyAutoAllowed(t *testing.T) {
 	if got := inv.Envelope.Metadata[govern.MetaRiskTier]; got != "read_only" {
 		t.Errorf("envelope risk tier %v", got)
 	}
-	if diff := cmp.Diff([]govern.RecordKind{govern.KindRunStarted, govern.KindTransition, govern.KindTransition, govern.KindCommit},
+	if diff := cmp.Diff([]govern.RecordKind{recordkind.RunStarted, recordkind.Transition, recordkind.Transition, recordkind.Commit},
 		kinds(runRecords(t, g.Journal(), r.RequestID()))); diff != "" {
 		t.Errorf("records (-want +got):\n%s", diff)
 	}
@@ -135,12 +136,12 @@ func TestUAICP_5_3_LowRiskPolicy(t *testing.T) {
 			blocked := 0
 			for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
 				switch rec.Kind {
-				case govern.KindBlocked:
+				case recordkind.Blocked:
 					blocked++
 					if rec.Outcome != govern.Failure || !slices.Contains(rec.Reasons, govern.PolicyBlocked) {
 						t.Errorf("blocked record %+v", rec)
 					}
-				case govern.KindIntent, govern.KindCommit:
+				case recordkind.Intent, recordkind.Commit:
 					t.Errorf("a refused call has a %s record", rec.Kind)
 				}
 			}
@@ -182,7 +183,7 @@ func TestUAICP_5_3_HighRiskWithoutToken(t *testing.T) {
 		t.Errorf("policy inputs %+v", spy.inputs)
 	}
 	for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
-		if rec.Kind == govern.KindIntent {
+		if rec.Kind == recordkind.Intent {
 			t.Error("intent journaled for a refused call")
 		}
 	}
@@ -268,14 +269,14 @@ func TestUAICP_5_3_HighRiskWithTokenAndRollback(t *testing.T) {
 			f := &tool{body: func(ctx context.Context) error {
 				found := false
 				for _, rec := range records(t, g.Journal()) {
-					if rec.Kind == govern.KindIntent && rec.CallID == "c1" {
+					if rec.Kind == recordkind.Intent && rec.CallID == "c1" {
 						var in govern.CallIntent
 						if err := json.Unmarshal(rec.Data, &in); err != nil {
 							t.Error(err)
 						}
 						found = in.ApprovalID == req.ID && in.Approver == "alice" && in.Rollback != nil && in.Tier == govern.WriteHighRisk
 					}
-					if rec.Kind == govern.KindCommit && rec.CallID == "c1" {
+					if rec.Kind == recordkind.Commit && rec.CallID == "c1" {
 						t.Error("commit journaled before the tool returned")
 					}
 				}
@@ -492,10 +493,10 @@ func TestUAICP_5_3_TierViolation(t *testing.T) {
 			}
 			var failed bool
 			for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
-				if rec.Kind == govern.KindFailed && rec.CallID == "c1" && slices.Contains(rec.Reasons, govern.TierViolation) {
+				if rec.Kind == recordkind.Failed && rec.CallID == "c1" && slices.Contains(rec.Reasons, govern.TierViolation) {
 					failed = true
 				}
-				if rec.Kind == govern.KindCommit && rec.CallID == "c1" {
+				if rec.Kind == recordkind.Commit && rec.CallID == "c1" {
 					t.Error("the violating call committed")
 				}
 			}
@@ -807,7 +808,7 @@ func TestUAICP_7_ToolFailures(t *testing.T) {
 					t.Errorf("a failed call yielded evidence")
 				}
 				recs := runRecords(t, g.Journal(), r.RequestID())
-				if last := recs[len(recs)-1]; last.Kind != govern.KindFailed || !slices.Contains(last.Reasons, tc.reason) || last.Outcome != govern.Failure {
+				if last := recs[len(recs)-1]; last.Kind != recordkind.Failed || !slices.Contains(last.Reasons, tc.reason) || last.Outcome != govern.Failure {
 					t.Errorf("last record %+v", last)
 				}
 				if _, err := r.Fail(bg, "done", tc.reason); err != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -25,7 +26,7 @@ func transitionData(t *testing.T, j govern.Journal, requestID string, from, to g
 	t.Helper()
 	var out []govern.TransitionData
 	for _, rec := range runRecords(t, j, requestID) {
-		if rec.Kind == govern.KindTransition && rec.From == from && rec.To == to {
+		if rec.Kind == recordkind.Transition && rec.From == from && rec.To == to {
 			var d govern.TransitionData
 			if len(rec.Data) > 0 {
 				if err := json.Unmarshal(rec.Data, &d); err != nil {
@@ -114,7 +115,7 @@ func TestUAICP_4_1_RepairLoopBounded(t *testing.T) {
 			}
 			nver := 0
 			for _, rec := range recs {
-				if rec.Kind == govern.KindVerification {
+				if rec.Kind == recordkind.Verification {
 					nver++
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -20,7 +21,7 @@ func rollbackRecords(t *testing.T, j govern.Journal, requestID string) []string 
 	var out []string
 	for _, rec := range runRecords(t, j, requestID) {
 		switch rec.Kind {
-		case govern.KindRollbackStarted, govern.KindRollbackDone, govern.KindRollbackFailed:
+		case recordkind.RollbackStarted, recordkind.RollbackDone, recordkind.RollbackFailed:
 			out = append(out, string(rec.Kind)+" "+rec.CallID)
 		}
 	}
@@ -80,11 +81,11 @@ func TestUAICP_5_3_RollbackReverseOrder(t *testing.T) {
 	}
 	// Every rollback precedes the fail_safe transition, which is last.
 	recs := runRecords(t, g.Journal(), r.RequestID())
-	if last := recs[len(recs)-1]; last.Kind != govern.KindTransition || last.To != govern.FailSafe {
+	if last := recs[len(recs)-1]; last.Kind != recordkind.Transition || last.To != govern.FailSafe {
 		t.Errorf("last record %s→%s (%s), want the fail_safe transition", last.From, last.To, last.Kind)
 	}
 	for _, rec := range recs {
-		if rec.Kind == govern.KindRollbackStarted {
+		if rec.Kind == recordkind.RollbackStarted {
 			var d govern.RollbackData
 			if err := json.Unmarshal(rec.Data, &d); err != nil || d.Action == nil || d.Action.Type != undoType || d.Action.Target != rec.CallID {
 				t.Errorf("rollback_started data %s (%v)", rec.Data, err)
@@ -143,7 +144,7 @@ func testRollbackFailure(t *testing.T) {
 		t.Errorf("rollback records (-want +got):\n%s", diff)
 	}
 	for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
-		if rec.Kind == govern.KindRollbackFailed && (rec.Outcome != govern.Failure || !slices.Contains(rec.Reasons, govern.RollbackFailed)) {
+		if rec.Kind == recordkind.RollbackFailed && (rec.Outcome != govern.Failure || !slices.Contains(rec.Reasons, govern.RollbackFailed)) {
 			t.Errorf("rollback_failed record %+v", rec)
 		}
 	}
@@ -244,8 +245,8 @@ func TestUAICP_5_3_RecoverResumesRollback(t *testing.T) {
 		return &govern.Record{Kind: kind, RequestID: r.RequestID(), TraceID: r.TraceID(), Actor: govern.Actor{ID: agentID, Kind: govern.ActorAgent},
 			Timestamp: govern.Time{Time: time.Now().UTC()}, Tool: "put", CallID: callID, Outcome: outcome, Data: data}
 	}
-	if err := j.Append(bg, true, rb(govern.KindRollbackStarted, "w2", govern.Pending), rb(govern.KindRollbackDone, "w2", govern.Success),
-		rb(govern.KindRollbackStarted, "w1", govern.Pending)); err != nil {
+	if err := j.Append(bg, true, rb(recordkind.RollbackStarted, "w2", govern.Pending), rb(recordkind.RollbackDone, "w2", govern.Success),
+		rb(recordkind.RollbackStarted, "w1", govern.Pending)); err != nil {
 		t.Fatal(err)
 	}
 	g2 := newGov(t, opts)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -73,7 +74,7 @@ func TestUAICP_4_RunTakesTheMachineOrder(t *testing.T) {
 			t.Errorf("transitions (-want +got):\n%s", diff)
 		}
 		recs := runRecords(t, g.Journal(), d.Run.RequestID())
-		if recs[0].Kind != govern.KindRunStarted || recs[len(recs)-1].Kind != govern.KindTransition || recs[len(recs)-1].To != govern.Deliver {
+		if recs[0].Kind != recordkind.RunStarted || recs[len(recs)-1].Kind != recordkind.Transition || recs[len(recs)-1].To != govern.Deliver {
 			t.Errorf("records %v: want run_started first and the deliver transition last", kinds(recs))
 		}
 		if d.Envelope.State != govern.Deliver || d.Envelope.Outcome != govern.Success {

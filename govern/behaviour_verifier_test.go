@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // TestUAICP_5_2_VerifierMustBeRegistered: a class requiring a verifier
@@ -135,7 +136,7 @@ func TestUAICP_5_2_VerifierFailuresFailClosed(t *testing.T) {
 				}
 				nver := 0
 				for _, rec := range runRecords(t, g.Journal(), r.RequestID()) {
-					if rec.Kind == govern.KindVerification {
+					if rec.Kind == recordkind.Verification {
 						nver++
 						if rec.Outcome != govern.Success && rec.Outcome != govern.Failure {
 							t.Errorf("verification record outcome %s", rec.Outcome)

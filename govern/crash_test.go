@@ -50,6 +50,7 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/internal/sqlstore"
 )
 
@@ -433,28 +434,28 @@ func factsOf(t testing.TB, recs []govern.Record) journalFacts {
 		requested: map[string]bool{}, rbStarted: map[string]int{}, rbDone: map[string]int{}}
 	for _, r := range recs {
 		switch r.Kind {
-		case govern.KindRunStarted:
+		case recordkind.RunStarted:
 			f.runs[r.RequestID], f.phase[r.RequestID] = true, govern.Intake
-		case govern.KindTransition:
+		case recordkind.Transition:
 			f.phase[r.RequestID] = r.To
 			if r.To == govern.FailSafe {
 				f.failSafe[r.RequestID] = r
 			}
-		case govern.KindIntent:
+		case recordkind.Intent:
 			var in govern.CallIntent
 			if err := json.Unmarshal(r.Data, &in); err != nil {
 				t.Fatalf("intent %d: %v", r.Seq, err)
 			}
 			f.intents[r.CallID] = in.Rollback
-		case govern.KindCommit:
+		case recordkind.Commit:
 			f.commits[r.CallID] = true
-		case govern.KindFailed:
+		case recordkind.Failed:
 			f.failed[r.CallID] = true
-		case govern.KindApprovalRequested:
+		case recordkind.ApprovalRequested:
 			f.requested[r.CallID] = true
-		case govern.KindRollbackStarted:
+		case recordkind.RollbackStarted:
 			f.rbStarted[r.CallID]++
-		case govern.KindRollbackDone:
+		case recordkind.RollbackDone:
 			f.rbDone[r.CallID]++
 		}
 	}
@@ -665,7 +666,7 @@ func checkTrail(t *testing.T, recs []govern.Record) {
 		if r.RequestID == "" || !govern.ValidTraceID(r.TraceID) || r.Timestamp.IsZero() || r.Actor.ID == "" || r.Actor.Kind == "" || r.Outcome == "" {
 			t.Errorf("%s lacks a field §5.4 requires: %+v", where, r)
 		}
-		if r.Kind == govern.KindRunStarted {
+		if r.Kind == recordkind.RunStarted {
 			phase[r.RequestID] = govern.Intake
 			continue
 		}
@@ -675,9 +676,9 @@ func checkTrail(t *testing.T, recs []govern.Record) {
 			t.Errorf("%s: before its run_started", where)
 		case ph.Terminal():
 			t.Errorf("%s: after the run's terminal phase %s", where, ph)
-		case r.Kind == govern.KindTransition && (r.From != ph || !govern.CanTransition(r.From, r.To)):
+		case r.Kind == recordkind.Transition && (r.From != ph || !govern.CanTransition(r.From, r.To)):
 			t.Errorf("%s: transition %s→%s while the run was in %s", where, r.From, r.To, ph)
-		case r.Kind == govern.KindTransition:
+		case r.Kind == recordkind.Transition:
 			phase[r.RequestID] = r.To
 		}
 	}
@@ -777,12 +778,12 @@ func TestCrashTamperedJournal(t *testing.T) {
 		breaks uint64
 	}{
 		// Deleting A's fail_safe transition would reopen the run.
-		{how: "delete", kind: govern.KindTransition, to: govern.FailSafe, breaks: 1},
+		{how: "delete", kind: recordkind.Transition, to: govern.FailSafe, breaks: 1},
 		// Editing a-w2's rollback action would undo something else.
-		{how: "edit", kind: govern.KindIntent, call: "a-w2"},
+		{how: "edit", kind: recordkind.Intent, call: "a-w2"},
 		// Swapping a-h1's intent and commit would put the write before
 		// its write-ahead record.
-		{how: "reorder", kind: govern.KindIntent, call: "a-h1", breaks: 1},
+		{how: "reorder", kind: recordkind.Intent, call: "a-h1", breaks: 1},
 	}
 	for _, backend := range crashBackends {
 		t.Run(backend, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // defaultMaxRepairs is the repair budget of a run whose task class and
@@ -262,7 +263,7 @@ func (g *Governor) Start(ctx context.Context, runOpts *RunOptions) (*Run, error)
 			return nil, err
 		}
 	}
-	rec := r.record(KindRunStarted)
+	rec := r.record(recordkind.RunStarted)
 	rec.To, rec.Outcome = Intake, Pending
 	if err := r.appendData(ctx, false, rec, RunStart{Identity: o.Identity, TaskClass: o.TaskClass, MaxRepairs: maxRepairs, Resumer: o.Resumer}); err != nil {
 		g.forget(r)
@@ -520,7 +521,7 @@ const replayDetail = "approval token already used (replay)"
 // approval the approval_token_used record, whose unique key (the jti)
 // makes a second use of the token fail the same way.
 func (g *Governor) decisionRecords(req ApprovalRequest, d ApprovalDecision) ([]*Record, error) {
-	rec := &Record{Kind: KindApprovalDecided, RequestID: req.RequestID, TraceID: req.TraceID, ParentTraceID: req.ParentTraceID,
+	rec := &Record{Kind: recordkind.ApprovalDecided, RequestID: req.RequestID, TraceID: req.TraceID, ParentTraceID: req.ParentTraceID,
 		Node: g.opts.Node, Actor: Actor{ID: d.Approver, Kind: ActorHuman}, Tool: req.Tool, CallID: req.CallID,
 		Outcome: Success, Unique: decisionKey(req.ID), Timestamp: Time{ids.Now()}}
 	if !d.Approved {
@@ -534,7 +535,7 @@ func (g *Governor) decisionRecords(req ApprovalRequest, d ApprovalDecision) ([]*
 		return []*Record{rec}, nil
 	}
 	used := *rec
-	used.Kind, used.Reasons, used.Unique = KindTokenUsed, nil, tokenKey(d.TokenID)
+	used.Kind, used.Reasons, used.Unique = recordkind.TokenUsed, nil, tokenKey(d.TokenID)
 	if used.Data, err = json.Marshal(tokenUse{ApprovalID: req.ID, TokenID: d.TokenID}); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // index follows the journal: the records of runs not yet terminal, and
@@ -55,7 +57,7 @@ func (g *Governor) refresh(ctx context.Context) error {
 
 func (x *index) apply(rec Record) {
 	ir := x.runs[rec.RequestID]
-	if rec.Kind == KindRunStarted {
+	if rec.Kind == recordkind.RunStarted {
 		if ir != nil {
 			return // a second start for one request ID: ignored, the first wins
 		}
@@ -67,7 +69,7 @@ func (x *index) apply(rec Record) {
 	}
 	ir.records = append(ir.records, rec)
 	switch rec.Kind {
-	case KindTransition:
+	case recordkind.Transition:
 		ir.phase = rec.To
 		if rec.From == Verify && (rec.To == Plan || rec.To == Execute) {
 			// A repair supersedes the pending requests of earlier
@@ -81,18 +83,18 @@ func (x *index) apply(rec Record) {
 				}
 			}
 		}
-	case KindPaused:
+	case recordkind.Paused:
 		ir.paused = true
-	case KindResumed:
+	case recordkind.Resumed:
 		ir.paused = false
-	case KindApprovalRequested:
+	case recordkind.ApprovalRequested:
 		var a ApprovalRequest
 		if json.Unmarshal(rec.Data, &a) == nil && a.ID != "" {
 			a.Status = StatusPending
 			x.approvals[a.ID] = &a
 			x.asked[a.ID] = rec.Seq
 		}
-	case KindApprovalDecided:
+	case recordkind.ApprovalDecided:
 		var d ApprovalDecision
 		if json.Unmarshal(rec.Data, &d) == nil {
 			if a, ok := x.approvals[d.ApprovalID]; ok && a.Status == StatusPending {
@@ -195,7 +197,7 @@ func (g *Governor) runRecords(ctx context.Context, requestID string) ([]Record, 
 		if recs, err = rr.RunRecords(ctx, requestID); err != nil {
 			return nil, fmt.Errorf("govern: reading the journal: %w", err)
 		}
-		if len(recs) == 0 || recs[0].Kind != KindRunStarted {
+		if len(recs) == 0 || recs[0].Kind != recordkind.RunStarted {
 			return nil, ErrUnknownRun
 		}
 		return recs, nil
@@ -208,7 +210,7 @@ func (g *Governor) runRecords(ctx context.Context, requestID string) ([]Record, 
 			recs = append(recs, rec)
 		}
 	}
-	if len(recs) == 0 || recs[0].Kind != KindRunStarted {
+	if len(recs) == 0 || recs[0].Kind != recordkind.RunStarted {
 		return nil, ErrUnknownRun
 	}
 	return recs, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // ToolSpec declares a tool to the governor (§5.3: the tier is declared by
@@ -196,7 +197,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	}
 	// A replay acts on nothing: it needs no phase of its own (a run
 	// resumed after a crash may already be in verify).
-	if cs, ok := r.calls[call.ID]; ok && cs.status == KindCommit && cs.argsHash == argsHash && cs.tool == spec.Name {
+	if cs, ok := r.calls[call.ID]; ok && cs.status == recordkind.Commit && cs.argsHash == argsHash && cs.tool == spec.Name {
 		inv := r.replayLocked(call.ID, cs)
 		r.mu.Unlock()
 		return inv, nil
@@ -207,10 +208,10 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	}
 	if cs, ok := r.calls[call.ID]; ok {
 		switch {
-		case cs.status == KindCommit:
+		case cs.status == recordkind.Commit:
 			r.mu.Unlock()
 			return nil, r.block(ctx, spec, call, intent, "call ID already committed with another tool or arguments", PolicyBlocked)
-		case cs.status == KindIntent:
+		case cs.status == recordkind.Intent:
 			r.mu.Unlock()
 			return nil, fmt.Errorf("govern: call %s is already running", call.ID)
 		}
@@ -221,7 +222,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	// Invoke of the same ID reports it running instead of running it a
 	// second time; a refused call gives the ID back.
 	prev, hadPrev := r.calls[call.ID]
-	r.calls[call.ID] = &callState{tool: spec.Name, argsHash: argsHash, status: KindIntent, tier: tier}
+	r.calls[call.ID] = &callState{tool: spec.Name, argsHash: argsHash, status: recordkind.Intent, tier: tier}
 	reserved := true
 	r.mu.Unlock()
 	defer func() {
@@ -257,7 +258,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	write := tier > ReadOnly
 	var intentRec *Record
 	if write {
-		intentRec = r.record(KindIntent)
+		intentRec = r.record(recordkind.Intent)
 		intentRec.Tool, intentRec.CallID, intentRec.Unique = spec.Name, call.ID, unique
 		// A decision made by a token presented with the call is journaled
 		// with the intent: one fsync for both (see grant).
@@ -277,7 +278,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	if grant.decided != nil {
 		r.approvals[grant.decided.ID] = grant.decided
 	}
-	r.calls[call.ID] = &callState{tool: spec.Name, argsHash: argsHash, status: KindIntent, tier: tier}
+	r.calls[call.ID] = &callState{tool: spec.Name, argsHash: argsHash, status: recordkind.Intent, tier: tier}
 	if write {
 		r.wrote = true
 		if intent.Rollback != nil {
@@ -322,20 +323,20 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	}
 	if runErr != nil {
 		violated = reason == TierViolation
-		rec := r.record(KindFailed)
+		rec := r.record(recordkind.Failed)
 		rec.Tool, rec.CallID, rec.Outcome, rec.Reasons = spec.Name, call.ID, Failure, []Reason{reason}
 		if err := r.appendData(ctx, write, rec, CallOutcome{Error: truncateDetail(runErr.Error()), ArgsHash: argsHash, DurationMS: dur}); err != nil {
 			return nil, err
 		}
 		r.mu.Lock()
-		r.calls[call.ID].status = KindFailed
+		r.calls[call.ID].status = recordkind.Failed
 		r.noteOutcomeLocked(call.ID, &Error{Reasons: []Reason{reason}, Tool: spec.Name, CallID: call.ID, Detail: truncateDetail(runErr.Error())})
 		r.mu.Unlock()
 		return nil, &Error{Reasons: []Reason{reason}, Tool: spec.Name, CallID: call.ID, Detail: truncateDetail(runErr.Error()), Err: runErr}
 	}
 
 	evidence := append([]Evidence{ev}, extra...)
-	rec := r.record(KindCommit)
+	rec := r.record(recordkind.Commit)
 	rec.Tool, rec.CallID, rec.Outcome = spec.Name, call.ID, Success
 	if err := r.appendData(ctx, write, rec, CallOutcome{ArgsHash: argsHash, ResultHash: ev.Hash, Evidence: evidence, DurationMS: dur}); err != nil {
 		return nil, err
@@ -343,7 +344,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cs := r.calls[call.ID]
-	cs.status, cs.result, cs.evidence = KindCommit, resRaw, evidence
+	cs.status, cs.result, cs.evidence = recordkind.Commit, resRaw, evidence
 	r.forgetRefusalLocked(call.ID)
 	delete(r.outcomes, call.ID)
 	r.evidence = append(r.evidence, evidence...)
@@ -527,7 +528,7 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 		Tool: spec.Name, CallID: call.ID, Tier: intent.Tier, Args: intent.Args, ArgsHash: intent.ArgsHash,
 		Rollback: intent.Rollback, RollbackHash: intent.RollbackHash, Attempt: intent.Attempt, Requester: r.identity,
 		Reasons: reasons, Policy: intent.Policy, CreatedAt: Time{ids.Now()}, Status: StatusPending}
-	rec := r.record(KindApprovalRequested)
+	rec := r.record(recordkind.ApprovalRequested)
 	rec.Tool, rec.CallID, rec.Reasons = spec.Name, call.ID, reasons
 	if err := r.appendData(ctx, true, rec, req); err != nil {
 		return "", err
@@ -546,7 +547,7 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 // block journals a refused call and returns the refusal.
 func (r *Run) block(ctx context.Context, spec ToolSpec, call Call, intent CallIntent, detail string, reasons ...Reason) error {
 	intent.Detail = detail
-	rec := r.record(KindBlocked)
+	rec := r.record(recordkind.Blocked)
 	rec.Tool, rec.CallID, rec.Outcome, rec.Reasons = spec.Name, call.ID, Failure, reasons
 	if err := r.appendData(ctx, false, rec, intent); err != nil {
 		return err

@@ -44,57 +44,12 @@ type RunReader interface {
 	RunRecords(ctx context.Context, requestID string) ([]Record, error)
 }
 
-// RecordKind says what a journal record records.
+// RecordKind says what a journal record records: "run_started",
+// "transition", "invocation_intent", … — docs/governance.md lists the
+// kinds and each one's Data. They are the governor's own persistence
+// format, not UAICP wire; the typed view of a run's history is the runs
+// package's events.
 type RecordKind string
-
-// The record kinds. docs/governance.md describes each one's Data.
-const (
-	// KindRunStarted opens a run (phase intake); Data is RunStart.
-	KindRunStarted RecordKind = "run_started"
-	// KindTransition moves a run From → To.
-	KindTransition RecordKind = "transition"
-	// KindIntent is written (synced) before a tool call runs; Data is
-	// CallIntent.
-	KindIntent RecordKind = "invocation_intent"
-	// KindCommit is written after a tool call succeeded, before its result
-	// is returned; Data is CallOutcome.
-	KindCommit RecordKind = "invocation_commit"
-	// KindFailed is written when a tool call failed after it started;
-	// Data is CallOutcome.
-	KindFailed RecordKind = "invocation_failed"
-	// KindBlocked records a call refused before it ran; Data is
-	// CallIntent.
-	KindBlocked RecordKind = "invocation_blocked"
-	// KindEvidence records an evidence object the run accepted; Data is
-	// the Evidence.
-	KindEvidence RecordKind = "evidence"
-	// KindVerification records a verification report; Data is the Report.
-	KindVerification RecordKind = "verification"
-	// KindApprovalRequested records a pending approval request; Data is
-	// ApprovalRequest.
-	KindApprovalRequested RecordKind = "approval_requested"
-	// KindApprovalDecided records an approval decision; Data is
-	// ApprovalDecision.
-	KindApprovalDecided RecordKind = "approval_decided"
-	// KindTokenUsed records that an approval token was used, journaled
-	// with the approval_decided record it backs; its unique key is the
-	// token's jti, so a token is used once. Data is TokenUse.
-	KindTokenUsed RecordKind = "approval_token_used"
-	// KindPaused records that a run waits for approvals; Data is
-	// PauseData.
-	KindPaused RecordKind = "run_paused"
-	// KindResumed records that a paused run continues.
-	KindResumed RecordKind = "run_resumed"
-	// KindRollbackStarted is written (synced) before a rollback action
-	// runs; KindRollbackDone and KindRollbackFailed after. Data is
-	// RollbackData.
-	KindRollbackStarted RecordKind = "rollback_started"
-	KindRollbackDone    RecordKind = "rollback_done"
-	KindRollbackFailed  RecordKind = "rollback_failed"
-	// KindChild records that a child run (its trace's parent is this run)
-	// ended; Data is ChildData.
-	KindChild RecordKind = "child_finished"
-)
 
 // ActorKind distinguishes who acted (§5.4).
 type ActorKind string

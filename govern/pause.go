@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // pendingApprovalsLocked returns the IDs of the run's undecided approval
@@ -80,7 +82,7 @@ func (r *Run) Pause(ctx context.Context, snapshot json.RawMessage) error {
 		r.mu.Unlock()
 		return fmt.Errorf("govern: %d calls still running", r.inflight)
 	}
-	rec := r.record(KindPaused)
+	rec := r.record(recordkind.Paused)
 	rec.Reasons = []Reason{ApprovalRequired}
 	if err := r.appendData(ctx, true, rec, PauseData{Approvals: pending, Snapshot: snapshot}); err != nil {
 		r.mu.Unlock()
@@ -114,7 +116,7 @@ func (r *Run) Resume(ctx context.Context) (json.RawMessage, error) {
 	if p := r.pendingApprovalsLocked(); len(p) > 0 {
 		return nil, &Error{Reasons: []Reason{ApprovalRequired}, ApprovalID: p[0], Detail: fmt.Sprintf("%d approval(s) still pending", len(p))}
 	}
-	rec := r.record(KindResumed)
+	rec := r.record(recordkind.Resumed)
 	if err := r.appendData(ctx, false, rec, nil); err != nil {
 		return nil, err
 	}

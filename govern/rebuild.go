@@ -3,11 +3,13 @@ package govern
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // rebuild reconstructs a run from its journal records, in order.
 func (g *Governor) rebuild(recs []Record) (*Run, error) {
-	if len(recs) == 0 || recs[0].Kind != KindRunStarted {
+	if len(recs) == 0 || recs[0].Kind != recordkind.RunStarted {
 		return nil, ErrUnknownRun
 	}
 	first := recs[0]
@@ -29,7 +31,7 @@ func (g *Governor) rebuild(recs []Record) (*Run, error) {
 // apply replays one record into the run's state.
 func (r *Run) apply(rec Record) error {
 	switch rec.Kind {
-	case KindTransition:
+	case recordkind.Transition:
 		r.phase = rec.To
 		var d TransitionData
 		if len(rec.Data) > 0 {
@@ -44,12 +46,12 @@ func (r *Run) apply(rec Record) error {
 		if rec.To == FailSafe {
 			r.reasons, r.cause = append([]Reason(nil), rec.Reasons...), d.Cause
 		}
-	case KindIntent:
+	case recordkind.Intent:
 		var in CallIntent
 		if err := json.Unmarshal(rec.Data, &in); err != nil {
 			return err
 		}
-		r.calls[rec.CallID] = &callState{tool: rec.Tool, argsHash: in.ArgsHash, status: KindIntent, tier: in.Tier}
+		r.calls[rec.CallID] = &callState{tool: rec.Tool, argsHash: in.ArgsHash, status: recordkind.Intent, tier: in.Tier}
 		if in.Tier > ReadOnly {
 			r.wrote = true
 		}
@@ -62,18 +64,18 @@ func (r *Run) apply(rec Record) error {
 			}
 			r.consumed[in.ApprovalID] = true
 		}
-	case KindBlocked:
+	case recordkind.Blocked:
 		var in CallIntent
 		if err := json.Unmarshal(rec.Data, &in); err != nil {
 			return err
 		}
 		r.noteOutcomeLocked(rec.CallID, &Error{Reasons: rec.Reasons, Tool: rec.Tool, CallID: rec.CallID, ApprovalID: in.ApprovalID, Detail: in.Detail})
-	case KindCommit, KindFailed:
+	case recordkind.Commit, recordkind.Failed:
 		var out CallOutcome
 		if err := json.Unmarshal(rec.Data, &out); err != nil {
 			return err
 		}
-		if rec.Kind == KindFailed {
+		if rec.Kind == recordkind.Failed {
 			r.noteOutcomeLocked(rec.CallID, &Error{Reasons: rec.Reasons, Tool: rec.Tool, CallID: rec.CallID, Detail: out.Error})
 		} else {
 			delete(r.outcomes, rec.CallID)
@@ -85,33 +87,33 @@ func (r *Run) apply(rec Record) error {
 			r.calls[rec.CallID] = cs
 		}
 		cs.status = rec.Kind
-		if rec.Kind == KindCommit {
+		if rec.Kind == recordkind.Commit {
 			cs.evidence = out.Evidence
 			if len(out.Evidence) > 0 && out.Evidence[0].Hash == out.ResultHash {
 				cs.result = out.Evidence[0].Payload
 			}
 			r.evidence = append(r.evidence, out.Evidence...)
 		}
-	case KindEvidence:
+	case recordkind.Evidence:
 		var ev Evidence
 		if err := json.Unmarshal(rec.Data, &ev); err != nil {
 			return err
 		}
 		r.evidence = append(r.evidence, ev)
-	case KindVerification:
+	case recordkind.Verification:
 		var rep Report
 		if err := json.Unmarshal(rec.Data, &rep); err != nil {
 			return err
 		}
 		r.reports = append(r.reports, rep)
-	case KindApprovalRequested:
+	case recordkind.ApprovalRequested:
 		var a ApprovalRequest
 		if err := json.Unmarshal(rec.Data, &a); err != nil {
 			return err
 		}
 		a.Status = StatusPending
 		r.approvals[a.ID] = &a
-	case KindApprovalDecided:
+	case recordkind.ApprovalDecided:
 		var d ApprovalDecision
 		if err := json.Unmarshal(rec.Data, &d); err != nil {
 			return err
@@ -123,7 +125,7 @@ func (r *Run) apply(rec Record) error {
 				a.Status = StatusApproved
 			}
 		}
-	case KindPaused:
+	case recordkind.Paused:
 		var p PauseData
 		if err := json.Unmarshal(rec.Data, &p); err != nil {
 			return err
@@ -132,16 +134,16 @@ func (r *Run) apply(rec Record) error {
 		if !p.Recovered {
 			r.outcomes = nil // the calls of this pause have not run yet
 		}
-	case KindResumed:
+	case recordkind.Resumed:
 		r.paused = false
-	case KindRollbackDone:
+	case recordkind.RollbackDone:
 		for _, w := range r.writes {
 			if w.callID == rec.CallID && !w.done {
 				w.done = true
 				break
 			}
 		}
-	case KindChild:
+	case recordkind.Child:
 		var c childData
 		if err := json.Unmarshal(rec.Data, &c); err != nil {
 			return err

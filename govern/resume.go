@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // Recovering an interrupted resume.
@@ -102,9 +104,9 @@ func (r *Run) resumable(recs []Record) (bool, string) {
 	resumed := -1
 	for i, rec := range recs {
 		switch rec.Kind {
-		case KindResumed:
+		case recordkind.Resumed:
 			resumed = i
-		case KindPaused:
+		case recordkind.Paused:
 			resumed = -1
 		}
 	}
@@ -122,12 +124,12 @@ func (r *Run) resumable(recs []Record) (bool, string) {
 	open := map[string]bool{} // redone calls with an intent and no end yet
 	for _, rec := range recs[resumed+1:] {
 		switch rec.Kind {
-		case KindApprovalDecided, KindTokenUsed, KindChild, KindVerification:
-		case KindTransition:
+		case recordkind.ApprovalDecided, recordkind.TokenUsed, recordkind.Child, recordkind.Verification:
+		case recordkind.Transition:
 			if rec.From != Execute || rec.To != Verify {
 				return false, fmt.Sprintf("it moved %s→%s after resuming", rec.From, rec.To)
 			}
-		case KindIntent:
+		case recordkind.Intent:
 			var in CallIntent
 			if err := json.Unmarshal(rec.Data, &in); err != nil {
 				return false, "unreadable intent"
@@ -136,12 +138,12 @@ func (r *Run) resumable(recs []Record) (bool, string) {
 				return false, fmt.Sprintf("call %s is not one its pause waited for", rec.CallID)
 			}
 			open[rec.CallID] = true
-		case KindCommit, KindFailed:
+		case recordkind.Commit, recordkind.Failed:
 			if !open[rec.CallID] {
 				return false, fmt.Sprintf("call %s is not one its pause waited for", rec.CallID)
 			}
 			delete(open, rec.CallID)
-		case KindBlocked:
+		case recordkind.Blocked:
 			var in CallIntent
 			if err := json.Unmarshal(rec.Data, &in); err != nil {
 				return false, "unreadable refusal"
@@ -163,7 +165,7 @@ func (r *Run) resumable(recs []Record) (bool, string) {
 func (r *Run) repause(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rec := r.record(KindPaused)
+	rec := r.record(recordkind.Paused)
 	if err := r.appendData(ctx, true, rec, PauseData{Approvals: r.pausedFor, Snapshot: r.snapshot, Recovered: true}); err != nil {
 		return err
 	}

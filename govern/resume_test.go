@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/google/go-cmp/cmp"
@@ -95,21 +96,21 @@ func TestUAICP_7_RecoverInterruptedResume(t *testing.T) {
 		dieBeforeEffect bool
 		want            want
 	}{
-		{name: "after the decisions", halt: nth(2, func(r *govern.Record) bool { return r.Kind == govern.KindApprovalDecided }),
+		{name: "after the decisions", halt: nth(2, func(r *govern.Record) bool { return r.Kind == recordkind.ApprovalDecided }),
 			want: want{"deliver", []string{"o-1"}, nil}},
-		{name: "after run_resumed", halt: func(r *govern.Record) bool { return r.Kind == govern.KindResumed },
+		{name: "after run_resumed", halt: func(r *govern.Record) bool { return r.Kind == recordkind.Resumed },
 			want: want{"deliver", []string{"o-1"}, nil}},
-		{name: "after the refund's intent, the refund done", halt: isCall(govern.KindIntent, "c-refund"),
+		{name: "after the refund's intent, the refund done", halt: isCall(recordkind.Intent, "c-refund"),
 			want: want{"fail_safe", []string{"o-1"}, []string{"o-1"}}},
-		{name: "after the refund's intent, the refund not started", halt: isCall(govern.KindIntent, "c-refund"), dieBeforeEffect: true,
+		{name: "after the refund's intent, the refund not started", halt: isCall(recordkind.Intent, "c-refund"), dieBeforeEffect: true,
 			want: want{"fail_safe", nil, []string{"o-1"}}},
-		{name: "after the refund's commit", halt: isCall(govern.KindCommit, "c-refund"),
+		{name: "after the refund's commit", halt: isCall(recordkind.Commit, "c-refund"),
 			want: want{"deliver", []string{"o-1"}, nil}},
-		{name: "after the wipe's refusal", halt: isCall(govern.KindBlocked, "c-wipe"),
+		{name: "after the wipe's refusal", halt: isCall(recordkind.Blocked, "c-wipe"),
 			want: want{"deliver", []string{"o-1"}, nil}},
-		{name: "while verifying the answer", halt: func(r *govern.Record) bool { return r.Kind == govern.KindVerification },
+		{name: "while verifying the answer", halt: func(r *govern.Record) bool { return r.Kind == recordkind.Verification },
 			want: want{"deliver", []string{"o-1"}, nil}},
-		{name: "beyond the redo: after another write", beyond: true, halt: isCall(govern.KindCommit, "c-note"),
+		{name: "beyond the redo: after another write", beyond: true, halt: isCall(recordkind.Commit, "c-note"),
 			want: want{"fail_safe", []string{"o-1", "note"}, []string{"note", "o-1"}}},
 	}
 	for _, tc := range cases {

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // Run is one governed execution (one request). Its methods are safe for
@@ -171,7 +172,7 @@ func (r *Run) transitionLocked(ctx context.Context, to Phase, sync bool, reasons
 	if !canTransition(r.phase, to) {
 		return &transitionError{From: r.phase, To: to}
 	}
-	rec := r.record(KindTransition)
+	rec := r.record(recordkind.Transition)
 	rec.From, rec.To, rec.Reasons = r.phase, to, reasons
 	switch to {
 	case Deliver:
@@ -243,7 +244,7 @@ func (r *Run) AddEvidence(ctx context.Context, ev Evidence) (Evidence, error) {
 	if err := r.usableLocked(); err != nil {
 		return Evidence{}, err
 	}
-	rec := r.record(KindEvidence)
+	rec := r.record(recordkind.Evidence)
 	rec.Outcome = Success
 	if err := r.appendData(ctx, false, rec, ev); err != nil {
 		return Evidence{}, err
@@ -407,7 +408,7 @@ func (r *Run) Verify(ctx context.Context, output any) (*Verdict, error) {
 	r.idle.Broadcast()
 	recs := make([]*Record, len(v.Reports))
 	for i := range v.Reports {
-		rec := r.record(KindVerification)
+		rec := r.record(recordkind.Verification)
 		rec.Outcome = Success
 		if !v.Reports[i].Passed() {
 			rec.Outcome = Failure
@@ -732,16 +733,16 @@ func (r *Run) rollback(ctx context.Context) failResult {
 
 func (r *Run) rollbackOne(ctx context.Context, w *writeState) error {
 	data := rollbackData{Action: w.action}
-	start := r.record(KindRollbackStarted)
+	start := r.record(recordkind.RollbackStarted)
 	start.Tool, start.CallID = w.tool, w.callID
 	if err := r.appendData(ctx, true, start, data); err != nil {
 		return err
 	}
 	err := r.runRollback(ctx, *w.action)
-	end := r.record(KindRollbackDone)
+	end := r.record(recordkind.RollbackDone)
 	end.Tool, end.CallID, end.Outcome = w.tool, w.callID, Success
 	if err != nil {
-		end.Kind, end.Outcome, end.Reasons = KindRollbackFailed, Failure, []Reason{RollbackFailed}
+		end.Kind, end.Outcome, end.Reasons = recordkind.RollbackFailed, Failure, []Reason{RollbackFailed}
 		data.Error = truncateDetail(err.Error())
 	}
 	if jerr := r.appendData(ctx, true, end, data); jerr != nil {
@@ -816,7 +817,7 @@ func (r *Run) addChild(c *Run) {
 	if r.phase.Terminal() {
 		return // closed meanwhile; nothing more of this run is journaled
 	}
-	rec := r.record(KindChild)
+	rec := r.record(recordkind.Child)
 	b, _ := json.Marshal(childData{RequestID: c.requestID, TraceID: c.traceID, Phase: Intake})
 	rec.Data = b
 	if err := r.g.j.Append(context.Background(), false, rec); err != nil {
@@ -839,7 +840,7 @@ func (r *Run) childFinished(ctx context.Context, c *Run) {
 	if r.phase.Terminal() {
 		return
 	}
-	rec := r.record(KindChild)
+	rec := r.record(recordkind.Child)
 	rec.Outcome = Success
 	if phase == FailSafe {
 		rec.Outcome, rec.Reasons = Uncertain, []Reason{ChildFailed}

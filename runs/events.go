@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -130,11 +131,11 @@ func (d *deriver) events(rec govern.Record) (evs []*Event, end *Event) {
 		evs = append(evs, ev)
 	}
 	switch rec.Kind {
-	case govern.KindRunStarted:
+	case recordkind.RunStarted:
 		var st govern.RunStart
 		_ = json.Unmarshal(rec.Data, &st)
 		add(&Event{Type: EventRunStarted, Agent: st.Resumer})
-	case govern.KindTransition:
+	case recordkind.Transition:
 		add(&Event{Type: EventPhase, From: rec.From, Phase: rec.To, Reasons: rec.Reasons})
 		if rec.To.Terminal() {
 			end = &Event{Seq: endSeq(rec.Seq), Type: EventEnded, RequestID: rec.RequestID, Time: rec.Timestamp.Time, Durable: true, Status: Delivered}
@@ -144,12 +145,12 @@ func (d *deriver) events(rec govern.Record) (evs []*Event, end *Event) {
 				end.Status, end.Reasons, end.Error = FailSafe, rec.Reasons, td.Cause
 			}
 		}
-	case govern.KindIntent:
+	case recordkind.Intent:
 		var in govern.CallIntent
 		_ = json.Unmarshal(rec.Data, &in)
 		d.intents[rec.CallID] = true
 		add(&Event{Type: EventToolCall, Tool: rec.Tool, CallID: rec.CallID, Tier: tierName(in.Tier), Args: in.Args, ApprovalID: in.ApprovalID})
-	case govern.KindCommit:
+	case recordkind.Commit:
 		var out govern.CallOutcome
 		_ = json.Unmarshal(rec.Data, &out)
 		if !d.intents[rec.CallID] { // a read-only call: journaled once it ran
@@ -160,34 +161,34 @@ func (d *deriver) events(rec govern.Record) (evs []*Event, end *Event) {
 			ev.Result = out.Evidence[0].Payload
 		}
 		add(ev)
-	case govern.KindFailed:
+	case recordkind.Failed:
 		if !d.intents[rec.CallID] {
 			add(&Event{Type: EventToolCall, Tool: rec.Tool, CallID: rec.CallID, Tier: govern.ReadOnly.String()})
 		}
 		// The tool's error text is not sent: it may be anything.
 		add(&Event{Type: EventToolResult, Tool: rec.Tool, CallID: rec.CallID, Outcome: govern.Failure, Reasons: rec.Reasons})
-	case govern.KindBlocked:
+	case recordkind.Blocked:
 		var in govern.CallIntent
 		_ = json.Unmarshal(rec.Data, &in)
 		add(&Event{Type: EventToolBlocked, Tool: rec.Tool, CallID: rec.CallID, Tier: tierName(in.Tier), Reasons: rec.Reasons,
 			Detail: in.Detail, ApprovalID: in.ApprovalID})
-	case govern.KindApprovalRequested:
+	case recordkind.ApprovalRequested:
 		var a govern.ApprovalRequest
 		_ = json.Unmarshal(rec.Data, &a)
 		add(&Event{Type: EventApprovalRequested, ApprovalID: a.ID, Tool: rec.Tool, CallID: rec.CallID, Tier: tierName(a.Tier), Reasons: rec.Reasons})
-	case govern.KindApprovalDecided:
+	case recordkind.ApprovalDecided:
 		var dec govern.ApprovalDecision
 		_ = json.Unmarshal(rec.Data, &dec)
 		approved := dec.Approved
 		add(&Event{Type: EventApprovalDecided, ApprovalID: dec.ApprovalID, Tool: rec.Tool, CallID: rec.CallID,
 			Approved: &approved, Approver: dec.Approver, Detail: dec.Reason})
-	case govern.KindPaused:
+	case recordkind.Paused:
 		var p govern.PauseData
 		_ = json.Unmarshal(rec.Data, &p)
 		add(&Event{Type: EventPaused, Approvals: p.Approvals, Reasons: rec.Reasons})
-	case govern.KindResumed:
+	case recordkind.Resumed:
 		add(&Event{Type: EventResumed})
-	case govern.KindRollbackStarted, govern.KindRollbackDone, govern.KindRollbackFailed:
+	case recordkind.RollbackStarted, recordkind.RollbackDone, recordkind.RollbackFailed:
 		add(&Event{Type: EventRollback, Tool: rec.Tool, CallID: rec.CallID, Outcome: rec.Outcome, Reasons: rec.Reasons})
 	}
 	return evs, end

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // Limits of ListParams.Limit: the default and the most.
@@ -134,7 +135,7 @@ func (x *runIndex) refreshLocked(ctx context.Context, j govern.Journal) error {
 
 func (x *runIndex) apply(rec govern.Record) {
 	r := x.byID[rec.RequestID]
-	if rec.Kind == govern.KindRunStarted {
+	if rec.Kind == recordkind.RunStarted {
 		if r != nil || rec.ParentTraceID != "" {
 			return // a second start is ignored (as govern does); a child run is not listed
 		}
@@ -149,7 +150,7 @@ func (x *runIndex) apply(rec govern.Record) {
 		return
 	}
 	switch rec.Kind {
-	case govern.KindTransition:
+	case recordkind.Transition:
 		r.phase = rec.To
 		if rec.To == govern.FailSafe {
 			var td govern.TransitionData
@@ -159,13 +160,13 @@ func (x *runIndex) apply(rec govern.Record) {
 		if rec.To.Terminal() {
 			r.pausedFor, r.decided = nil, nil
 		}
-	case govern.KindPaused:
+	case recordkind.Paused:
 		var p govern.PauseData
 		_ = json.Unmarshal(rec.Data, &p)
 		r.paused, r.pausedFor = true, p.Approvals
-	case govern.KindResumed:
+	case recordkind.Resumed:
 		r.paused = false
-	case govern.KindApprovalDecided:
+	case recordkind.ApprovalDecided:
 		var d govern.ApprovalDecision
 		if json.Unmarshal(rec.Data, &d) == nil {
 			r.decided[d.ApprovalID] = true

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/runs"
 )
@@ -127,7 +128,7 @@ func TestUAICP_5_3_ApprovalSurvivesCrash(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if rec.RequestID == r.RequestID && rec.Tool == "refund_order" && rec.Kind == govern.KindCommit {
+				if rec.RequestID == r.RequestID && rec.Tool == "refund_order" && rec.Kind == recordkind.Commit {
 					commits++
 				}
 			}

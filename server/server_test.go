@@ -19,6 +19,7 @@ import (
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/builtin"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/messaging"
@@ -359,7 +360,7 @@ func TestServer_ShutdownExportsTheRecordsOfStoppedRuns(t *testing.T) {
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	for _, r := range sink.recs {
-		if r.RequestID == run.RequestID && r.Kind == govern.KindTransition && r.To == govern.FailSafe {
+		if r.RequestID == run.RequestID && r.Kind == recordkind.Transition && r.To == govern.FailSafe {
 			return
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/approvalapi"
 	"github.com/agentry-dev/agentry/internal/approverkey"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // fixture is a real governor (memory journal, alice trusted), one open
@@ -116,7 +117,7 @@ func (f *fixture) decisions(t *testing.T) int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Kind == govern.KindApprovalDecided {
+		if rec.Kind == recordkind.ApprovalDecided {
 			n++
 		}
 	}
@@ -140,7 +141,7 @@ type failingJournal struct {
 
 func (j *failingJournal) Append(ctx context.Context, sync bool, recs ...*govern.Record) error {
 	for _, r := range recs {
-		if j.fail.Load() && r.Kind == govern.KindApprovalDecided {
+		if j.fail.Load() && r.Kind == recordkind.ApprovalDecided {
 			return errors.New("disk on fire at /var/lib/agentry")
 		}
 	}
@@ -241,7 +242,7 @@ func TestUAICP_5_3_Deny(t *testing.T) {
 	}
 	var rec govern.Record
 	for r, err := range f.journal.Records(ctx, 1) {
-		if err == nil && r.Kind == govern.KindApprovalDecided {
+		if err == nil && r.Kind == recordkind.ApprovalDecided {
 			rec = r
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/agentry-dev/agentry/govern/audit"
 	"github.com/agentry-dev/agentry/govern/journaltest"
 	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // fastOptions retry and poll without noticeable waits.
@@ -27,7 +28,7 @@ func fastOptions(c audit.Cursor) *audit.Options {
 func appendRecords(t *testing.T, j govern.Journal, n int) {
 	t.Helper()
 	for i := range n {
-		r := journaltest.Record(govern.KindTransition, fmt.Sprintf("run-%d", i%4), fmt.Sprintf(`{"i":%d}`, i))
+		r := journaltest.Record(recordkind.Transition, fmt.Sprintf("run-%d", i%4), fmt.Sprintf(`{"i":%d}`, i))
 		if err := j.Append(t.Context(), i%3 == 0, r); err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +277,7 @@ func TestExportFileJournal(t *testing.T) {
 	}
 	defer j.Close()
 	for i := range 5 {
-		if err := j.Append(t.Context(), false, journaltest.Record(govern.KindTransition, "r", fmt.Sprintf(`{"i":%d}`, i))); err != nil {
+		if err := j.Append(t.Context(), false, journaltest.Record(recordkind.Transition, "r", fmt.Sprintf(`{"i":%d}`, i))); err != nil {
 			t.Fatal(err)
 		}
 	}

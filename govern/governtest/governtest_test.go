@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/governtest"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 func TestCheckJournal(t *testing.T) {
@@ -32,7 +33,7 @@ func TestCheckJournal(t *testing.T) {
 	}
 
 	// Evidence without its required members, in a well-chained record.
-	bad := &govern.Record{Kind: govern.KindEvidence, RequestID: r.RequestID(), TraceID: r.TraceID(),
+	bad := &govern.Record{Kind: recordkind.Evidence, RequestID: r.RequestID(), TraceID: r.TraceID(),
 		Actor: govern.Actor{ID: "x", Kind: govern.ActorSystem}, Outcome: govern.Success, Data: json.RawMessage(`{"source":"x"}`)}
 	if err := j.Append(ctx, true, bad); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -113,7 +114,7 @@ func Record(kind govern.RecordKind, reqID, data string) *govern.Record {
 func records(reqID string, first, n int) []*govern.Record {
 	out := make([]*govern.Record, n)
 	for i := range out {
-		out[i] = Record(govern.KindTransition, reqID, fmt.Sprintf(`{"n":%d}`, first+i))
+		out[i] = Record(recordkind.Transition, reqID, fmt.Sprintf(`{"n":%d}`, first+i))
 	}
 	return out
 }
@@ -219,13 +220,13 @@ func testSeqAndChain(t *testing.T, j govern.Journal) {
 }
 
 func testSealsInPlace(t *testing.T, j govern.Journal) {
-	a := Record(govern.KindRunStarted, "r", `{}`)
+	a := Record(recordkind.RunStarted, "r", `{}`)
 	a.Seq, a.Prev, a.Hash = 99, "bogus", "bogus" // overwritten
 	appendT(t, j, true, a)
 	if a.Seq != 1 || a.Prev != "" || !strings.HasPrefix(a.Hash, "sha256:") {
 		t.Fatalf("first record sealed as seq %d prev %q hash %q", a.Seq, a.Prev, a.Hash)
 	}
-	b, c := Record(govern.KindTransition, "r", ""), Record(govern.KindTransition, "r", "")
+	b, c := Record(recordkind.Transition, "r", ""), Record(recordkind.Transition, "r", "")
 	appendT(t, j, false, b, c)
 	if b.Seq != 2 || b.Prev != a.Hash || c.Seq != 3 || c.Prev != b.Hash {
 		t.Errorf("batch sealed as %d (prev %q), %d (prev %q)", b.Seq, b.Prev, c.Seq, c.Prev)
@@ -317,7 +318,7 @@ var DataSamples = []string{
 func testDataRoundTrip(t *testing.T, j govern.Journal) {
 	var want []*govern.Record
 	for i, d := range DataSamples {
-		r := Record(govern.KindEvidence, fmt.Sprintf("r%d", i), d)
+		r := Record(recordkind.Evidence, fmt.Sprintf("r%d", i), d)
 		appendT(t, j, i%2 == 0, r)
 		want = append(want, r)
 	}
@@ -346,7 +347,7 @@ func testDataRoundTrip(t *testing.T, j govern.Journal) {
 func testAllFields(t *testing.T, j govern.Journal) {
 	r := &govern.Record{
 		Timestamp: govern.Time{Time: time.Date(2025, 3, 1, 12, 30, 45, 123_000_000, time.UTC)},
-		Kind:      govern.KindApprovalDecided, RequestID: "6f1c1a3e-3f0e-4d8a-9a57-0b6f0c1d2e3f",
+		Kind:      recordkind.ApprovalDecided, RequestID: "6f1c1a3e-3f0e-4d8a-9a57-0b6f0c1d2e3f",
 		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", ParentTraceID: "00f067aa0ba902b700f067aa0ba902b7",
 		Node: "node-1", Actor: govern.Actor{ID: "alice", Kind: govern.ActorHuman},
 		From: govern.Verify, To: govern.FailSafe, Tool: "refund", CallID: "call_1",
@@ -390,12 +391,12 @@ func wantDuplicate(t *testing.T, j govern.Journal, recs ...*govern.Record) {
 }
 
 func testUnique(t *testing.T, j govern.Journal) {
-	appendT(t, j, true, withUnique(Record(govern.KindIntent, "r", `{}`), "jti:1"))
+	appendT(t, j, true, withUnique(Record(recordkind.Intent, "r", `{}`), "jti:1"))
 	// Records without a key never collide.
 	appendT(t, j, false, records("r", 0, 3)...)
-	wantDuplicate(t, j, withUnique(Record(govern.KindIntent, "r", `{}`), "jti:1"))
-	wantDuplicate(t, j, Record(govern.KindTransition, "r", ""), withUnique(Record(govern.KindIntent, "r", `{}`), "jti:1"))
-	appendT(t, j, true, withUnique(Record(govern.KindIntent, "r", `{}`), "jti:2"))
+	wantDuplicate(t, j, withUnique(Record(recordkind.Intent, "r", `{}`), "jti:1"))
+	wantDuplicate(t, j, Record(recordkind.Transition, "r", ""), withUnique(Record(recordkind.Intent, "r", `{}`), "jti:1"))
+	appendT(t, j, true, withUnique(Record(recordkind.Intent, "r", `{}`), "jti:2"))
 	got := readAll(t, j, 1)
 	if len(got) != 5 || got[4].Unique != "jti:2" || got[4].Seq != 5 {
 		t.Fatalf("after refused duplicates: %d records", len(got))
@@ -407,14 +408,14 @@ func testUnique(t *testing.T, j govern.Journal) {
 
 func testUniqueWithinBatch(t *testing.T, j govern.Journal) {
 	appendT(t, j, false, records("r", 0, 1)...)
-	wantDuplicate(t, j, withUnique(Record(govern.KindIntent, "r", `{}`), "k"), Record(govern.KindTransition, "r", ""),
-		withUnique(Record(govern.KindIntent, "r", `{}`), "k"))
+	wantDuplicate(t, j, withUnique(Record(recordkind.Intent, "r", `{}`), "k"), Record(recordkind.Transition, "r", ""),
+		withUnique(Record(recordkind.Intent, "r", `{}`), "k"))
 	// The key was not taken by the refused batch.
-	appendT(t, j, true, withUnique(Record(govern.KindIntent, "r", `{}`), "k"))
+	appendT(t, j, true, withUnique(Record(recordkind.Intent, "r", `{}`), "k"))
 }
 
 func testBatchAtomic(t *testing.T, j govern.Journal) {
-	appendT(t, j, true, withUnique(Record(govern.KindIntent, "r", `{}`), "taken"))
+	appendT(t, j, true, withUnique(Record(recordkind.Intent, "r", `{}`), "taken"))
 	batch := records("r", 0, 5)
 	batch[3].Unique = "taken"
 	wantDuplicate(t, j, batch...)
@@ -466,7 +467,7 @@ func testConcurrentAppends(t *testing.T, j govern.Journal) {
 				n := 1 + i%3 // batches of 1 to 3
 				recs := make([]*govern.Record, n)
 				for k := range recs {
-					recs[k] = Record(govern.KindTransition, fmt.Sprintf("w%d", w), fmt.Sprintf(`{"w":%d,"i":%d,"k":%d}`, w, i, k))
+					recs[k] = Record(recordkind.Transition, fmt.Sprintf("w%d", w), fmt.Sprintf(`{"w":%d,"i":%d,"k":%d}`, w, i, k))
 				}
 				if err := j.Append(context.Background(), i%2 == 0, recs...); err != nil {
 					t.Error(err)
@@ -555,8 +556,8 @@ func testConcurrentUnique(t *testing.T, j govern.Journal) {
 		for i := range racers {
 			wg.Go(func() {
 				<-start
-				errs[i] = j.Append(context.Background(), true, Record(govern.KindTransition, "r", ""),
-					withUnique(Record(govern.KindApprovalDecided, "r", `{}`), key))
+				errs[i] = j.Append(context.Background(), true, Record(recordkind.Transition, "r", ""),
+					withUnique(Record(recordkind.ApprovalDecided, "r", `{}`), key))
 			})
 		}
 		close(start)
@@ -635,7 +636,7 @@ func testRunRecords(t *testing.T, j govern.Journal) {
 		t.Skip("not a govern.RunReader")
 	}
 	for i := range 30 {
-		appendT(t, j, i%5 == 0, Record(govern.KindTransition, fmt.Sprintf("run-%d", i%3), fmt.Sprintf(`{"i":%d}`, i)))
+		appendT(t, j, i%5 == 0, Record(recordkind.Transition, fmt.Sprintf("run-%d", i%3), fmt.Sprintf(`{"i":%d}`, i)))
 	}
 	all := readAll(t, j, 1)
 	for _, id := range []string{"run-0", "run-1", "run-2", "nobody"} {
@@ -654,7 +655,7 @@ func testRunRecords(t *testing.T, j govern.Journal) {
 		}
 	}
 	// Records appended later are found too.
-	appendT(t, j, false, Record(govern.KindTransition, "run-1", `{"late":true}`))
+	appendT(t, j, false, Record(recordkind.Transition, "run-1", `{"late":true}`))
 	got, err := rr.RunRecords(t.Context(), "run-1")
 	if err != nil || len(got) != 11 || got[10].Seq != 31 {
 		t.Errorf("RunRecords after a later append: %d records, %v", len(got), err)
@@ -664,7 +665,7 @@ func testRunRecords(t *testing.T, j govern.Journal) {
 func testSurvivesReopen(t *testing.T, j govern.Journal, reopen Opener) {
 	var want []*govern.Record
 	for i, d := range DataSamples {
-		r := Record(govern.KindEvidence, fmt.Sprintf("r%d", i%3), d)
+		r := Record(recordkind.Evidence, fmt.Sprintf("r%d", i%3), d)
 		r.Reasons = []govern.Reason{govern.EvidenceMissing}
 		appendT(t, j, false, r) // none synced: Close makes them durable
 		want = append(want, r)
@@ -684,7 +685,7 @@ func testSurvivesReopen(t *testing.T, j govern.Journal, reopen Opener) {
 		t.Fatalf("VerifyChain after reopen = %d, %v", n, err)
 	}
 	// Appends continue the chain.
-	next := Record(govern.KindTransition, "r0", "")
+	next := Record(recordkind.Transition, "r0", "")
 	appendT(t, j2, true, next)
 	if next.Seq != uint64(len(want))+1 || next.Prev != want[len(want)-1].Hash {
 		t.Errorf("first append after reopen sealed as seq %d prev %q", next.Seq, next.Prev)
@@ -698,13 +699,13 @@ func testSurvivesReopen(t *testing.T, j govern.Journal, reopen Opener) {
 }
 
 func testUniqueAfterReopen(t *testing.T, j govern.Journal, reopen Opener) {
-	appendT(t, j, false, withUnique(Record(govern.KindIntent, "r", `{}`), "jti:a"), Record(govern.KindTransition, "r", ""))
+	appendT(t, j, false, withUnique(Record(recordkind.Intent, "r", `{}`), "jti:a"), Record(recordkind.Transition, "r", ""))
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
 	j2 := reopen(t)
-	wantDuplicate(t, j2, Record(govern.KindTransition, "r", ""), withUnique(Record(govern.KindIntent, "r", `{}`), "jti:a"))
-	appendT(t, j2, true, withUnique(Record(govern.KindIntent, "r", `{}`), "jti:b"))
+	wantDuplicate(t, j2, Record(recordkind.Transition, "r", ""), withUnique(Record(recordkind.Intent, "r", `{}`), "jti:a"))
+	appendT(t, j2, true, withUnique(Record(recordkind.Intent, "r", `{}`), "jti:b"))
 	if n, err := govern.VerifyChain(t.Context(), j2); err != nil || n != 3 {
 		t.Errorf("VerifyChain = %d, %v; want 3", n, err)
 	}
@@ -718,7 +719,7 @@ func testConcurrentThenReopen(t *testing.T, j govern.Journal, reopen Opener) {
 			for i := range appends {
 				recs := make([]*govern.Record, 1+i%3)
 				for k := range recs {
-					recs[k] = Record(govern.KindTransition, fmt.Sprintf("w%d", w), fmt.Sprintf(`{"w":%d,"i":%d,"k":%d}`, w, i, k))
+					recs[k] = Record(recordkind.Transition, fmt.Sprintf("w%d", w), fmt.Sprintf(`{"w":%d,"i":%d,"k":%d}`, w, i, k))
 				}
 				if err := j.Append(context.Background(), i%4 == 0, recs...); err != nil {
 					t.Error(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/governtest"
 	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // writeJournal writes a file journal with two governed runs: one
@@ -128,10 +129,10 @@ func TestAuditShow(t *testing.T) {
 		}
 		kinds = append(kinds, string(r.Kind))
 	}
-	if len(kinds) == 0 || kinds[0] != string(govern.KindRunStarted) {
+	if len(kinds) == 0 || kinds[0] != string(recordkind.RunStarted) {
 		t.Errorf("kinds %v, want the run from its start", kinds)
 	}
-	if last := kinds[len(kinds)-1]; last != string(govern.KindTransition) {
+	if last := kinds[len(kinds)-1]; last != string(recordkind.Transition) {
 		t.Errorf("last kind %s, want the transition to fail_safe", last)
 	}
 

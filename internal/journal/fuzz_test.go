@@ -11,6 +11,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/journaltest"
 	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // seedLines returns record lines of a small sealed chain.
@@ -18,7 +19,7 @@ func seedLines(f *testing.F) [][]byte {
 	j := govern.NewMemoryJournal()
 	var lines [][]byte
 	for i, d := range journaltest.DataSamples[:10] {
-		r := journaltest.Record(govern.KindEvidence, "r", d)
+		r := journaltest.Record(recordkind.Evidence, "r", d)
 		if i%3 == 0 {
 			r.Unique, r.Reasons, r.From, r.To = "k"+string(rune('a'+i)), []govern.Reason{govern.EvidenceMissing}, govern.Plan, govern.Execute
 		}
@@ -127,7 +128,7 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("read-only saw %d records (%v), writable %d (Len %d)", roCount, roErr, n, j.Len())
 		}
 		// It takes appends.
-		r := journaltest.Record(govern.KindTransition, "r", "")
+		r := journaltest.Record(recordkind.Transition, "r", "")
 		if err := j.Append(t.Context(), true, r); err != nil || r.Seq != n+1 {
 			t.Fatalf("append after Open: seq %d, %v", r.Seq, err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/journaltest"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // journalBenchData is the Data of the benchmark's records, the same
@@ -20,7 +21,7 @@ const journalBenchData = `{"tier":"write_low_risk","declared_tier":"write_low_ri
 	`"attempt":0,"policy":{"effect":"allow","rule":"default"}}`
 
 func journalBenchRecord(i int) *govern.Record {
-	r := journaltest.Record(govern.KindIntent, "439e0ddd-0d15-4589-a102-283a8970a4fb", journalBenchData)
+	r := journaltest.Record(recordkind.Intent, "439e0ddd-0d15-4589-a102-283a8970a4fb", journalBenchData)
 	r.Tool, r.CallID = "refund", fmt.Sprint("call-", i)
 	return r
 }

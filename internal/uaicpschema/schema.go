@@ -28,8 +28,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentry-dev/agentry/internal/schemas"
 	"sync"
+
+	"github.com/agentry-dev/agentry/internal/recordkind"
+	"github.com/agentry-dev/agentry/internal/schemas"
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/schemafail"
@@ -165,7 +167,7 @@ func CheckRecords(recs []govern.Record) error {
 	}
 	for _, r := range recs {
 		switch r.Kind {
-		case govern.KindCommit, govern.KindFailed:
+		case recordkind.Commit, recordkind.Failed:
 			var out map[string]json.RawMessage
 			if err := json.Unmarshal(r.Data, &out); err != nil {
 				bad(r, "", fmt.Errorf("data is not a call outcome: %w", err))
@@ -185,11 +187,11 @@ func CheckRecords(recs []govern.Record) error {
 					bad(r, fmt.Sprintf(".evidence[%d]", i), err)
 				}
 			}
-		case govern.KindEvidence:
+		case recordkind.Evidence:
 			if err := ValidateEvidence(r.Data); err != nil {
 				bad(r, "", err)
 			}
-		case govern.KindVerification:
+		case recordkind.Verification:
 			if err := ValidateReport(r.Data); err != nil {
 				bad(r, "", err)
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/internal/uaicpschema"
 	"github.com/google/go-cmp/cmp"
 )
@@ -511,7 +512,7 @@ func TestCheckRecords(t *testing.T) {
 	for _, rec := range recs {
 		kinds[rec.Kind] = true
 	}
-	if !kinds[govern.KindCommit] || !kinds[govern.KindVerification] {
+	if !kinds[recordkind.Commit] || !kinds[recordkind.Verification] {
 		t.Fatalf("journal lacks a commit or a verification: %v", kinds)
 	}
 	if err := uaicpschema.CheckRecords(recs); err != nil {
@@ -521,9 +522,9 @@ func TestCheckRecords(t *testing.T) {
 	var tampered []govern.Record
 	for _, rec := range recs {
 		switch rec.Kind {
-		case govern.KindCommit:
+		case recordkind.Commit:
 			rec.Data = json.RawMessage(strings.Replace(string(rec.Data), `"evidence_type":"tool_result"`, `"evidence_type":"screenshot"`, 1))
-		case govern.KindVerification:
+		case recordkind.Verification:
 			rec.Data = json.RawMessage(strings.Replace(string(rec.Data), `"checks":[`, `"checkz":[`, 1))
 		}
 		tampered = append(tampered, rec)

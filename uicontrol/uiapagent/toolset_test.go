@@ -14,6 +14,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/memstore"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/uicontrol"
@@ -173,9 +174,9 @@ func TestGovernedAgentGatesTheTools(t *testing.T) {
 			t.Fatal(err)
 		}
 		switch {
-		case r.Kind == govern.KindRunStarted:
+		case r.Kind == recordkind.RunStarted:
 			starts++
-		case r.Kind == govern.KindTransition && r.To == govern.Deliver:
+		case r.Kind == recordkind.Transition && r.To == govern.Deliver:
 			delivered++
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/agentry-dev/agentry/govern/governtest"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/memstore"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/workflow"
@@ -238,9 +239,9 @@ func TestGovernedAgentDrivesWorkflowAndRollsBackThroughCompensation(t *testing.T
 			t.Fatal(err)
 		}
 		switch {
-		case r.Kind == govern.KindRunStarted:
+		case r.Kind == recordkind.RunStarted:
 			starts++
-		case r.Kind == govern.KindTransition && r.To == govern.Verify:
+		case r.Kind == recordkind.Transition && r.To == govern.Verify:
 			verifications++
 		}
 	}
