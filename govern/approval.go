@@ -213,7 +213,7 @@ func (s *keyringSource) load(k *Keyring) {
 		err = nil // trusts nobody until it is created
 	case err == nil:
 		var nk *Keyring
-		if nk, err = LoadKeyring(s.path); err == nil {
+		if nk, err = loadKeyring(s.path); err == nil {
 			keys = nk.byKID
 		}
 	}
@@ -391,8 +391,8 @@ func (k *Keyring) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// LoadKeyring reads a keyring file (the JSON form of Keyring).
-func LoadKeyring(path string) (*Keyring, error) {
+// loadKeyring reads a keyring file (the JSON form of Keyring).
+func loadKeyring(path string) (*Keyring, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

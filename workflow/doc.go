@@ -10,11 +10,11 @@
 // session into the tools of an agent, resolved at every step.
 //
 //	e := workflow.NewEngine(st.Sessions(), nil) // st from store.Open
-//	err := e.Register(w)                        // w: a *Workflow built in Go or from LoadFile
+//	err := e.Register(w)                        // w: a *Workflow built in Go or from LoadDir
 //	http.Handle("/", workflow.NewHandler(e, nil))
 //
 // Tasks are Go functions (NewTask infers the parameter schema from a Go
-// struct) or, for workflows declared in YAML or JSON (LoadFile, LoadDir),
+// struct) or, for workflows declared in YAML or JSON (LoadDir, Load),
 // webhooks to an existing service (Webhook). workflow/sessiontest is the
 // suite every SessionStore passes; workflow/uaipconformance is a black-box
 // suite for any UAIP server.

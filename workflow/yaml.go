@@ -105,7 +105,7 @@ func LoadDir(dir string) ([]*Workflow, error) {
 		if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
 			continue // a directory named x.yaml, a dangling link
 		}
-		ws, err := LoadFile(path)
+		ws, err := loadFile(path)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -125,8 +125,8 @@ func LoadDir(dir string) ([]*Workflow, error) {
 	return all, nil
 }
 
-// LoadFile loads the workflows of a YAML or JSON file (see Load).
-func LoadFile(path string) ([]*Workflow, error) {
+// loadFile loads the workflows of a YAML or JSON file (see Load).
+func loadFile(path string) ([]*Workflow, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func (d Dir) KeyPath(approver string) (string, error) {
 func (d Dir) KeyringPath() string { return filepath.Join(string(d), KeyringFile) }
 
 // Keyring loads the directory's keyring file.
-func (d Dir) Keyring() (*govern.Keyring, error) { return govern.LoadKeyring(d.KeyringPath()) }
+func (d Dir) Keyring() (*govern.Keyring, error) { return ReadKeyring(d.KeyringPath()) }
 
 // Key reads approver's private key file (see ReadKeyFile); the file must
 // name that approver.
@@ -161,7 +161,7 @@ func (d Dir) trust(k *Key, exclusive bool) error {
 	keyringMu.Lock()
 	defer keyringMu.Unlock()
 	path := d.KeyringPath()
-	kr, err := govern.LoadKeyring(path)
+	kr, err := ReadKeyring(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		kr = govern.NewKeyring()
@@ -225,4 +225,18 @@ func writeSync(f *os.File, data []byte) error {
 		err = cerr
 	}
 	return err
+}
+
+// ReadKeyring reads a keyring file (the JSON form of govern.Keyring) once;
+// govern.OpenKeyring follows one as it changes.
+func ReadKeyring(path string) (*govern.Keyring, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k := govern.NewKeyring()
+	if err := k.UnmarshalJSON(b); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
 }

@@ -48,7 +48,7 @@ func newApprovalServer(t *testing.T, bearer string) *approvalServer {
 	if code, _, errs := runCLI(t, "", "keys", "create", "alice", "--dir", s.keys); code != 0 {
 		t.Fatalf("keys create: %s", errs)
 	}
-	kr, err := govern.LoadKeyring(filepath.Join(s.keys, "approvers.json"))
+	kr, err := approverkey.ReadKeyring(filepath.Join(s.keys, "approvers.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -225,7 +225,7 @@ func loadWorkflows(paths []string) ([]*workflow.Workflow, error) {
 		if fi.IsDir() {
 			ws, err = workflow.LoadDir(p)
 		} else {
-			ws, err = workflow.LoadFile(p)
+			ws, err = loadWorkflowFile(p)
 		}
 		if err != nil {
 			return nil, err
@@ -395,4 +395,13 @@ func loggedError(logger *slog.Logger, err error) error {
 		code = ee.code
 	}
 	return &exitError{code: code, err: err, quiet: true}
+}
+
+func loadWorkflowFile(path string) ([]*workflow.Workflow, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return workflow.Load(f, path)
 }
