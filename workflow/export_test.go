@@ -1,4 +1,6 @@
 package workflow
 
+import "github.com/agentry-dev/agentry/internal/yamldoc"
+
 // Unexported names the external tests use.
-const MaxFileSize = maxFileSize
+const MaxFileSize = yamldoc.MaxFileSize
