@@ -22,7 +22,7 @@ type ReplayGuard interface {
 }
 
 // ReplayStore remembers (from, id) pairs until they expire: the
-// persistence hook of ReplayWindow. MemoryReplayStore keeps them in
+// persistence hook of ReplayWindow. NewMemoryReplayStore keeps them in
 // memory, an append-only file (tests); a database store lets
 // several servers share one window.
 type ReplayStore interface {
@@ -44,7 +44,7 @@ type ReplayOptions struct {
 	// default DefaultReplayWindow. A pair is remembered until its ts +
 	// Window, after which its envelope is refused as too old anyway.
 	Window time.Duration
-	// Store remembers the pairs; default a MemoryReplayStore with its
+	// Store remembers the pairs; default NewMemoryReplayStore's, with its
 	// default capacity, which a restart empties.
 	Store ReplayStore
 	// Now is the clock; default time.Now.
@@ -114,14 +114,11 @@ func CheckSkew(ts, now time.Time, max time.Duration) error {
 	return nil
 }
 
-// defaultReplayCapacity is MemoryReplayStore's default capacity.
+// defaultReplayCapacity is NewMemoryReplayStore's default capacity.
 const defaultReplayCapacity = 1 << 20
 
-// MemoryReplayStore is a ReplayStore in memory. It holds at most its
-// capacity of unexpired pairs; when full it refuses new pairs (5.04,
-// retryable) rather than forget one early. It is safe for concurrent
-// use.
-type MemoryReplayStore struct {
+// memoryReplayStore is NewMemoryReplayStore's store.
+type memoryReplayStore struct {
 	mu       sync.Mutex
 	capacity int
 	seen     map[replayKey]time.Time
@@ -130,23 +127,27 @@ type MemoryReplayStore struct {
 
 type replayKey struct{ from, id string }
 
-// NewMemoryReplayStore returns an empty store holding at most capacity
-// pairs (1 << 20 when capacity <= 0).
-func NewMemoryReplayStore(capacity int) *MemoryReplayStore {
+// NewMemoryReplayStore returns an empty ReplayStore in memory, holding
+// at most capacity unexpired pairs (1 << 20 when capacity <= 0); when
+// full it refuses new pairs (5.04, retryable) rather than forget one
+// early. It is safe for concurrent use; a restart empties it.
+func NewMemoryReplayStore(capacity int) ReplayStore { return newMemoryReplayStore(capacity) }
+
+func newMemoryReplayStore(capacity int) *memoryReplayStore {
 	if capacity <= 0 {
 		capacity = defaultReplayCapacity
 	}
-	return &MemoryReplayStore{capacity: capacity, seen: map[replayKey]time.Time{}}
+	return &memoryReplayStore{capacity: capacity, seen: map[replayKey]time.Time{}}
 }
 
 // Remember implements ReplayStore.
-func (s *MemoryReplayStore) Remember(_ context.Context, from, id string, expires, now time.Time) error {
+func (s *memoryReplayStore) Remember(_ context.Context, from, id string, expires, now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.remember(replayKey{from, id}, expires, now)
 }
 
-func (s *MemoryReplayStore) remember(k replayKey, expires, now time.Time) error {
+func (s *memoryReplayStore) remember(k replayKey, expires, now time.Time) error {
 	s.expire(now)
 	if exp, ok := s.seen[k]; ok && !now.After(exp) {
 		return ErrReplayed
@@ -160,10 +161,10 @@ func (s *MemoryReplayStore) remember(k replayKey, expires, now time.Time) error 
 }
 
 // forget undoes remember (a durable store that could not persist).
-func (s *MemoryReplayStore) forget(k replayKey) { delete(s.seen, k) }
+func (s *memoryReplayStore) forget(k replayKey) { delete(s.seen, k) }
 
 // expire drops the pairs expired at now.
-func (s *MemoryReplayStore) expire(now time.Time) {
+func (s *memoryReplayStore) expire(now time.Time) {
 	for len(s.byExpiry) > 0 && s.byExpiry[0].expires.Before(now) {
 		e := heap.Pop(&s.byExpiry).(expiryEntry)
 		if exp, ok := s.seen[e.key]; ok && exp.Equal(e.expires) {
@@ -172,9 +173,9 @@ func (s *MemoryReplayStore) expire(now time.Time) {
 	}
 }
 
-// Len returns the number of pairs held, expired ones included until the
+// len returns the number of pairs held, expired ones included until the
 // next Remember drops them.
-func (s *MemoryReplayStore) Len() int {
+func (s *memoryReplayStore) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.seen)

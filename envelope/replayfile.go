@@ -18,7 +18,7 @@ import (
 )
 
 // replayFile is a ReplayStore that survives a restart: the pairs are held
-// in memory (a MemoryReplayStore) and appended to a file, one JSON line
+// in memory (NewMemoryReplayStore's) and appended to a file, one JSON line
 // {"from","id","exp"} each, fsynced before Remember returns. Opening the
 // file reloads the unexpired pairs and rewrites it without the expired
 // ones; a torn last line (a crash during an append that was never
@@ -27,7 +27,7 @@ import (
 type replayFile struct {
 	mu    sync.Mutex
 	path  string
-	mem   *MemoryReplayStore
+	mem   *memoryReplayStore
 	f     *os.File
 	lines int // records in the file
 }
@@ -42,7 +42,7 @@ type replayRecord struct {
 // holding at most capacity unexpired pairs (defaultReplayCapacity when
 // capacity <= 0). now is the time expired records are dropped at.
 func openReplayFile(path string, capacity int, now time.Time) (*replayFile, error) {
-	r := &replayFile{path: path, mem: NewMemoryReplayStore(capacity)}
+	r := &replayFile{path: path, mem: newMemoryReplayStore(capacity)}
 	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
