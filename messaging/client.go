@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/internal/sse"
+	"github.com/agentry-dev/agentry/messaging/internal/binding"
 	"github.com/coder/websocket"
 )
 
@@ -132,7 +133,7 @@ type Reply struct {
 
 	ws      *websocket.Conn // the current WebSocket connection
 	wsMu    sync.Mutex
-	carrier Carrier // AskOver's binding
+	carrier binding.Carrier // askOver's binding
 	started atomic.Bool
 }
 
