@@ -42,8 +42,8 @@ type ClientOptions struct {
 	Key *envelope.PrivateKey
 	// Binding is the transport; default SSE.
 	Binding Binding
-	// TLS is the client's TLS configuration (ClientTLSConfig: roots, and
-	// a client certificate for mTLS); it is cloned, and TLS 1.3 is
+	// TLS is the client's TLS configuration (RootCAs, and Certificates
+	// for mTLS, such as one from KeyCertificate); it is cloned, and TLS 1.3 is
 	// required whatever it says. Default: system roots, no certificate.
 	TLS *tls.Config
 	// Transport carries the SSE binding's requests instead of the HTTP/2
@@ -212,11 +212,11 @@ func (r *Reply) Request() *envelope.Envelope { return r.req }
 // post POSTs an envelope to /v1/messages and returns the 202 response
 // (its body closed), or the error the server answered.
 func (c *Client) post(ctx context.Context, body []byte) (*http.Response, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.JoinPath(PathMessages).String(), bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.JoinPath(pathMessages).String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	hr.Header.Set("Content-Type", MediaType)
+	hr.Header.Set("Content-Type", mediaType)
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return nil, err
@@ -276,9 +276,9 @@ func statusCode(status int) envelope.Code {
 
 // dial opens a WebSocket connection to /uamp/1/ws.
 func (c *Client) dial(ctx context.Context) (*websocket.Conn, error) {
-	u := *c.base.JoinPath(PathWebSocket)
+	u := *c.base.JoinPath(pathWebSocket)
 	u.Scheme = "wss"
-	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.wsHTTP, Subprotocols: []string{Subprotocol}})
+	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.wsHTTP, Subprotocols: []string{subprotocol}})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil {
 			if e := c.responseError(ctx, resp); e != nil {
@@ -287,9 +287,9 @@ func (c *Client) dial(ctx context.Context) (*websocket.Conn, error) {
 		}
 		return nil, err
 	}
-	if conn.Subprotocol() != Subprotocol {
+	if conn.Subprotocol() != subprotocol {
 		conn.CloseNow()
-		return nil, errors.New("messaging: server did not select subprotocol " + Subprotocol)
+		return nil, errors.New("messaging: server did not select subprotocol " + subprotocol)
 	}
 	conn.SetReadLimit(envelope.MaxDeltaSize + frameHeaderSize)
 	return conn, nil

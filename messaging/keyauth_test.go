@@ -35,7 +35,7 @@ func keyEnv(t *testing.T, keys *envelope.KeySet, ca *DevCert) *httptest.Server {
 func echoOnce(t *testing.T, hs *httptest.Server, b Binding, key *envelope.PrivateKey, from string, cert *tls.Certificate) error {
 	t.Helper()
 	sc, _, _ := testCerts(t)
-	c, err := NewClient(hs.URL, &ClientOptions{Key: key, Binding: b, TLS: ClientTLSConfig(sc.Pool(), cert)})
+	c, err := NewClient(hs.URL, &ClientOptions{Key: key, Binding: b, TLS: clientTLSConfig(sc.Pool(), cert)})
 	if err != nil {
 		t.Fatal(err)
 	}

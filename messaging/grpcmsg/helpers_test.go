@@ -128,7 +128,7 @@ func clientOptions(opts *messaging.ClientOptions) *messaging.ClientOptions {
 		o.Key = clientKey
 	}
 	if o.TLS == nil {
-		o.TLS = messaging.ClientTLSConfig(serverCert.Pool(), &clientCert.TLS)
+		o.TLS = &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert.TLS}}
 	}
 	return &o
 }
@@ -175,8 +175,12 @@ func (env *testEnv) h3Client(t testing.TB, opts *messaging.ClientOptions) *messa
 // for what the Client would not send.
 func (env *testEnv) raw(t testing.TB, cert *tls.Certificate) uampv1.AgentClient {
 	t.Helper()
+	conf := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: serverCert.Pool()}
+	if cert != nil {
+		conf.Certificates = []tls.Certificate{*cert}
+	}
 	conn, err := grpc.NewClient(strings.TrimPrefix(env.grpcURL, "https://"),
-		grpc.WithTransportCredentials(credentials.NewTLS(messaging.ClientTLSConfig(serverCert.Pool(), cert))))
+		grpc.WithTransportCredentials(credentials.NewTLS(conf)))
 	if err != nil {
 		t.Fatal(err)
 	}

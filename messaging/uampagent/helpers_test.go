@@ -77,7 +77,7 @@ func newTestEnv(t *testing.T, h messaging.Handler) *testEnv {
 func (env *testEnv) client(t *testing.T, b messaging.Binding) *messaging.Client {
 	t.Helper()
 	c, err := messaging.NewClient(env.hs.URL, &messaging.ClientOptions{Key: clientKey, Binding: b,
-		TLS: messaging.ClientTLSConfig(serverCert.Pool(), &clientCert)})
+		TLS: &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert}}})
 	if err != nil {
 		t.Fatal(err)
 	}
