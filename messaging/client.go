@@ -23,25 +23,16 @@ import (
 	"github.com/coder/websocket"
 )
 
-// Binding is the transport a Client uses (§7).
-type Binding int
-
-// The bindings a Client speaks.
-const (
-	// SSE is HTTP/2: envelopes POSTed to /v1/messages, deltas read from
-	// GET /v1/stream/{id} as Server-Sent Events.
-	SSE Binding = iota
-	// WebSocket is /uamp/1/ws, one connection per request.
-	WebSocket
-)
-
 // ClientOptions configures a Client.
 type ClientOptions struct {
 	// Key signs the envelopes the client writes: an ask given unsigned,
 	// ACKs and cancels. Required.
 	Key *envelope.PrivateKey
-	// Binding is the transport; default SSE.
-	Binding Binding
+	// WebSocket selects the WebSocket binding (/uamp/1/ws, one
+	// connection per request, §7). The default is HTTP/2 + SSE:
+	// envelopes POSTed to /v1/messages, deltas read from GET
+	// /v1/stream/{id} as Server-Sent Events.
+	WebSocket bool
 	// TLS is the client's TLS configuration (RootCAs, and Certificates
 	// for mTLS, such as one from KeyCertificate); it is cloned, and TLS 1.3 is
 	// required whatever it says. Default: system roots, no certificate.
@@ -148,8 +139,7 @@ func (c *Client) Ask(ctx context.Context, req *envelope.Envelope) (*Reply, error
 	if err != nil {
 		return nil, err
 	}
-	switch c.opts.Binding {
-	case WebSocket:
+	if c.opts.WebSocket {
 		conn, err := c.dial(ctx)
 		if err != nil {
 			return nil, err
@@ -159,7 +149,7 @@ func (c *Client) Ask(ctx context.Context, req *envelope.Envelope) (*Reply, error
 			return nil, err
 		}
 		r.ws = conn
-	default:
+	} else {
 		resp, err := c.post(ctx, b)
 		if err != nil {
 			return nil, err
@@ -319,7 +309,7 @@ func (r *Reply) send(ctx context.Context, intent envelope.Intent, ackSeq int64) 
 	if r.carrier != nil {
 		return r.carrier.Send(ctx, b)
 	}
-	if r.c.opts.Binding == WebSocket {
+	if r.c.opts.WebSocket {
 		r.wsMu.Lock()
 		conn := r.ws
 		r.wsMu.Unlock()
@@ -345,7 +335,7 @@ func (r *Reply) Cancel(ctx context.Context) error {
 // the cancel goes on a fresh connection, closed after it.
 func (c *Client) Cancel(ctx context.Context, req *envelope.Envelope) error {
 	r := &Reply{c: c, ctx: ctx, req: req}
-	if c.opts.Binding == WebSocket {
+	if c.opts.WebSocket {
 		conn, err := c.dial(ctx)
 		if err != nil {
 			return err
@@ -486,7 +476,7 @@ func (r *Reply) Deltas() iter.Seq2[*envelope.Delta, error] {
 			follow = func(ctx context.Context, resume bool, deliver func(*envelope.Delta) bool) (bool, error) {
 				return r.followCarrier(ctx, resume, seq.last(), deliver)
 			}
-		case r.c.opts.Binding == WebSocket:
+		case r.c.opts.WebSocket:
 			follow = func(ctx context.Context, resume bool, deliver func(*envelope.Delta) bool) (bool, error) {
 				return r.followWS(ctx, resume, seq.last(), deliver)
 			}
@@ -521,7 +511,7 @@ func (r *Reply) Deltas() iter.Seq2[*envelope.Delta, error] {
 			}
 			// An ACK may have been lost with the connection: the resumed
 			// stream ACKs again (over WebSocket the resume is an ACK).
-			if last := seq.last(); last >= 0 && r.carrier == nil && r.c.opts.Binding == SSE {
+			if last := seq.last(); last >= 0 && r.carrier == nil && !r.c.opts.WebSocket {
 				lastAck = last
 				acks.ack(last)
 			}

@@ -160,7 +160,7 @@ func TestUAMP_9_HTTPMapping(t *testing.T) {
 			t.Fatalf("HTTP %d Retry-After %q %+v", status, hdr.Get("Retry-After"), werr)
 		}
 		// The Client reads it as the *envelope.Error, Retry-After included.
-		_, err := env.client(t, SSE, nil).Ask(context.Background(), ask("x"))
+		_, err := env.client(t, false, nil).Ask(context.Background(), ask("x"))
 		var e *envelope.Error
 		if !errors.As(err, &e) || e.Code != envelope.CodeBusy || e.RetryAfter != 3*time.Second {
 			t.Fatalf("client: %v", err)
@@ -179,7 +179,7 @@ func TestUAMP_9_HTTPMapping(t *testing.T) {
 	})
 	t.Run("413 WebSocket record", func(t *testing.T) {
 		conn, _, err := websocket.Dial(context.Background(), "wss"+strings.TrimPrefix(env.hs.URL, "https")+pathWebSocket,
-			&websocket.DialOptions{HTTPClient: env.client(t, WebSocket, nil).wsHTTP, Subprotocols: []string{subprotocol}})
+			&websocket.DialOptions{HTTPClient: env.client(t, true, nil).wsHTTP, Subprotocols: []string{subprotocol}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -107,12 +107,12 @@ func newTestEnv(t testing.TB, h Handler, opts *Options) *testEnv {
 }
 
 // client returns a Client of the env with the client certificate.
-func (env *testEnv) client(t testing.TB, b Binding, opts *ClientOptions) *Client {
+func (env *testEnv) client(t testing.TB, b bool, opts *ClientOptions) *Client {
 	var o ClientOptions
 	if opts != nil {
 		o = *opts
 	}
-	o.Binding = b
+	o.WebSocket = b
 	if o.Key == nil {
 		o.Key = env.clientKey
 	}
@@ -211,12 +211,12 @@ func (c *counter) waitEnded(t testing.TB) error {
 
 func bindings() []struct {
 	name string
-	b    Binding
+	b    bool
 } {
 	return []struct {
 		name string
-		b    Binding
-	}{{"SSE", SSE}, {"WebSocket", WebSocket}}
+		b    bool
+	}{{"SSE", false}, {"WebSocket", true}}
 }
 
 var _ http.Handler = (*Server)(nil)

@@ -62,7 +62,7 @@ func TestUAMP_6_3_UnsignedEnvelope(t *testing.T) {
 		})
 		t.Run("WebSocket "+name, func(t *testing.T) {
 			conn, _, err := websocket.Dial(context.Background(), "wss"+strings.TrimPrefix(env.hs.URL, "https")+pathWebSocket,
-				&websocket.DialOptions{HTTPClient: env.client(t, WebSocket, nil).wsHTTP, Subprotocols: []string{subprotocol}})
+				&websocket.DialOptions{HTTPClient: env.client(t, true, nil).wsHTTP, Subprotocols: []string{subprotocol}})
 			if err != nil {
 				t.Fatal(err)
 			}

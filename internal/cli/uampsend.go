@@ -268,7 +268,7 @@ cancel delta.`,
 				client = c
 			default:
 				if ws {
-					opts.Binding = messaging.WebSocket
+					opts.WebSocket = true
 				}
 				c, err := messaging.NewClient(u.String(), opts)
 				if err != nil {

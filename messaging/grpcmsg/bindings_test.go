@@ -23,14 +23,14 @@ type testBinding struct {
 // everyBinding lists the bindings a testEnv serves: SSE, WebSocket,
 // gRPC, HTTP/3.
 func (env *testEnv) everyBinding() []testBinding {
-	http := func(b messaging.Binding) func(testing.TB, context.Context, *envelope.Envelope, *messaging.ClientOptions) (*messaging.Reply, error) {
+	http := func(b bool) func(testing.TB, context.Context, *envelope.Envelope, *messaging.ClientOptions) (*messaging.Reply, error) {
 		return func(t testing.TB, ctx context.Context, e *envelope.Envelope, opts *messaging.ClientOptions) (*messaging.Reply, error) {
 			return env.httpClient(t, b, opts).Ask(ctx, e)
 		}
 	}
 	return []testBinding{
-		{"SSE", http(messaging.SSE)},
-		{"WebSocket", http(messaging.WebSocket)},
+		{"SSE", http(false)},
+		{"WebSocket", http(true)},
 		{"gRPC", func(t testing.TB, ctx context.Context, e *envelope.Envelope, opts *messaging.ClientOptions) (*messaging.Reply, error) {
 			return env.client(t, opts).Ask(ctx, e)
 		}},

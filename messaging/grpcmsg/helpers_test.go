@@ -145,10 +145,10 @@ func (env *testEnv) client(t testing.TB, opts *messaging.ClientOptions) *Client 
 }
 
 // httpClient returns a messaging.Client of env over SSE or WebSocket.
-func (env *testEnv) httpClient(t testing.TB, b messaging.Binding, opts *messaging.ClientOptions) *messaging.Client {
+func (env *testEnv) httpClient(t testing.TB, b bool, opts *messaging.ClientOptions) *messaging.Client {
 	t.Helper()
 	o := clientOptions(opts)
-	o.Binding = b
+	o.WebSocket = b
 	c, err := messaging.NewClient(env.hs.URL, o)
 	if err != nil {
 		t.Fatal(err)

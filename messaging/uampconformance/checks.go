@@ -57,8 +57,8 @@ func (r *runner) run(ctx context.Context) {
 	timed(r.checkAuthentication)
 	timed(r.checkFromIsPrincipal)
 	timed(r.checkReplay)
-	timed(func(ctx context.Context) { r.checkEcho(ctx, messaging.SSE, "echo/sse", clauseEchoSSE) })
-	timed(func(ctx context.Context) { r.checkEcho(ctx, messaging.WebSocket, "echo/websocket", clauseEchoWS) })
+	timed(func(ctx context.Context) { r.checkEcho(ctx, false, "echo/sse", clauseEchoSSE) })
+	timed(func(ctx context.Context) { r.checkEcho(ctx, true, "echo/websocket", clauseEchoWS) })
 	timed(r.checkWindow)
 	timed(r.checkResume)
 	timed(r.checkResumeGap)
@@ -269,9 +269,9 @@ func streamIDOf(req *envelope.Envelope) string {
 // checkEcho asks the echo agent for a long reply with a window of 4
 // through messaging.Client, which ACKs every 2 deltas and refuses a gap
 // (4.09).
-func (r *runner) checkEcho(ctx context.Context, b messaging.Binding, name, clause string) {
+func (r *runner) checkEcho(ctx context.Context, b bool, name, clause string) {
 	want := "an ask (delta_window 4) is answered with chunk deltas {\"content\"} that reassemble body.content, then done, ACKed every 2 deltas"
-	c, err := messaging.NewClient(r.base, &messaging.ClientOptions{Key: r.opts.Key, Binding: b, TLS: r.conf, ServerKeys: r.keys, AckEvery: 2})
+	c, err := messaging.NewClient(r.base, &messaging.ClientOptions{Key: r.opts.Key, WebSocket: b, TLS: r.conf, ServerKeys: r.keys, AckEvery: 2})
 	if err != nil {
 		r.fail(name, clause, want, err.Error())
 		return
