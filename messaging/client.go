@@ -19,19 +19,8 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/internal/sse"
+	"github.com/agentry-dev/agentry/messaging/internal/binding"
 	"github.com/coder/websocket"
-)
-
-// Binding is the transport a Client uses (§7).
-type Binding int
-
-// The bindings a Client speaks.
-const (
-	// SSE is HTTP/2: envelopes POSTed to /v1/messages, deltas read from
-	// GET /v1/stream/{id} as Server-Sent Events.
-	SSE Binding = iota
-	// WebSocket is /uamp/1/ws, one connection per request.
-	WebSocket
 )
 
 // ClientOptions configures a Client.
@@ -39,10 +28,13 @@ type ClientOptions struct {
 	// Key signs the envelopes the client writes: an ask given unsigned,
 	// ACKs and cancels. Required.
 	Key *envelope.PrivateKey
-	// Binding is the transport; default SSE.
-	Binding Binding
-	// TLS is the client's TLS configuration (ClientTLSConfig: roots, and
-	// a client certificate for mTLS); it is cloned, and TLS 1.3 is
+	// WebSocket selects the WebSocket binding (/uamp/1/ws, one
+	// connection per request, §7). The default is HTTP/2 + SSE:
+	// envelopes POSTed to /v1/messages, deltas read from GET
+	// /v1/stream/{id} as Server-Sent Events.
+	WebSocket bool
+	// TLS is the client's TLS configuration (RootCAs, and Certificates
+	// for mTLS, such as one from KeyCertificate); it is cloned, and TLS 1.3 is
 	// required whatever it says. Default: system roots, no certificate.
 	TLS *tls.Config
 	// Transport carries the SSE binding's requests instead of the HTTP/2
@@ -132,7 +124,7 @@ type Reply struct {
 
 	ws      *websocket.Conn // the current WebSocket connection
 	wsMu    sync.Mutex
-	carrier Carrier // AskOver's binding
+	carrier binding.Carrier // askOver's binding
 	started atomic.Bool
 }
 
@@ -147,8 +139,7 @@ func (c *Client) Ask(ctx context.Context, req *envelope.Envelope) (*Reply, error
 	if err != nil {
 		return nil, err
 	}
-	switch c.opts.Binding {
-	case WebSocket:
+	if c.opts.WebSocket {
 		conn, err := c.dial(ctx)
 		if err != nil {
 			return nil, err
@@ -158,7 +149,7 @@ func (c *Client) Ask(ctx context.Context, req *envelope.Envelope) (*Reply, error
 			return nil, err
 		}
 		r.ws = conn
-	default:
+	} else {
 		resp, err := c.post(ctx, b)
 		if err != nil {
 			return nil, err
@@ -211,11 +202,11 @@ func (r *Reply) Request() *envelope.Envelope { return r.req }
 // post POSTs an envelope to /v1/messages and returns the 202 response
 // (its body closed), or the error the server answered.
 func (c *Client) post(ctx context.Context, body []byte) (*http.Response, error) {
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.JoinPath(PathMessages).String(), bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.JoinPath(pathMessages).String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	hr.Header.Set("Content-Type", MediaType)
+	hr.Header.Set("Content-Type", mediaType)
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return nil, err
@@ -275,9 +266,9 @@ func statusCode(status int) envelope.Code {
 
 // dial opens a WebSocket connection to /uamp/1/ws.
 func (c *Client) dial(ctx context.Context) (*websocket.Conn, error) {
-	u := *c.base.JoinPath(PathWebSocket)
+	u := *c.base.JoinPath(pathWebSocket)
 	u.Scheme = "wss"
-	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.wsHTTP, Subprotocols: []string{Subprotocol}})
+	conn, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.wsHTTP, Subprotocols: []string{subprotocol}})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil {
 			if e := c.responseError(ctx, resp); e != nil {
@@ -286,9 +277,9 @@ func (c *Client) dial(ctx context.Context) (*websocket.Conn, error) {
 		}
 		return nil, err
 	}
-	if conn.Subprotocol() != Subprotocol {
+	if conn.Subprotocol() != subprotocol {
 		conn.CloseNow()
-		return nil, errors.New("messaging: server did not select subprotocol " + Subprotocol)
+		return nil, errors.New("messaging: server did not select subprotocol " + subprotocol)
 	}
 	conn.SetReadLimit(envelope.MaxDeltaSize + frameHeaderSize)
 	return conn, nil
@@ -318,7 +309,7 @@ func (r *Reply) send(ctx context.Context, intent envelope.Intent, ackSeq int64) 
 	if r.carrier != nil {
 		return r.carrier.Send(ctx, b)
 	}
-	if r.c.opts.Binding == WebSocket {
+	if r.c.opts.WebSocket {
 		r.wsMu.Lock()
 		conn := r.ws
 		r.wsMu.Unlock()
@@ -344,7 +335,7 @@ func (r *Reply) Cancel(ctx context.Context) error {
 // the cancel goes on a fresh connection, closed after it.
 func (c *Client) Cancel(ctx context.Context, req *envelope.Envelope) error {
 	r := &Reply{c: c, ctx: ctx, req: req}
-	if c.opts.Binding == WebSocket {
+	if c.opts.WebSocket {
 		conn, err := c.dial(ctx)
 		if err != nil {
 			return err
@@ -485,7 +476,7 @@ func (r *Reply) Deltas() iter.Seq2[*envelope.Delta, error] {
 			follow = func(ctx context.Context, resume bool, deliver func(*envelope.Delta) bool) (bool, error) {
 				return r.followCarrier(ctx, resume, seq.last(), deliver)
 			}
-		case r.c.opts.Binding == WebSocket:
+		case r.c.opts.WebSocket:
 			follow = func(ctx context.Context, resume bool, deliver func(*envelope.Delta) bool) (bool, error) {
 				return r.followWS(ctx, resume, seq.last(), deliver)
 			}
@@ -520,7 +511,7 @@ func (r *Reply) Deltas() iter.Seq2[*envelope.Delta, error] {
 			}
 			// An ACK may have been lost with the connection: the resumed
 			// stream ACKs again (over WebSocket the resume is an ACK).
-			if last := seq.last(); last >= 0 && r.carrier == nil && r.c.opts.Binding == SSE {
+			if last := seq.last(); last >= 0 && r.carrier == nil && !r.c.opts.WebSocket {
 				lastAck = last
 				acks.ack(last)
 			}

@@ -41,7 +41,7 @@ func TestUAMP_4_1_ClientCancelWithoutReply(t *testing.T) {
 
 func TestClientKeyID(t *testing.T) {
 	env := newTestEnv(t, Echo, nil)
-	if got := env.client(t, SSE, nil).KeyID(); got != clientDID+"#key-1" {
+	if got := env.client(t, false, nil).KeyID(); got != clientDID+"#key-1" {
 		t.Errorf("KeyID = %q", got)
 	}
 }

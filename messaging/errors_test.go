@@ -26,14 +26,14 @@ import (
 func (env *testEnv) rawClient(cert *tls.Certificate) *http.Client {
 	var p http.Protocols
 	p.SetHTTP2(true)
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: ClientTLSConfig(env.serverCert.Pool(), cert), Protocols: &p}}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLSConfig(env.serverCert.Pool(), cert), Protocols: &p}}
 }
 
 // post POSTs body and returns the status, the headers and the error the
 // error envelope carries (verified with the server's key).
 func (env *testEnv) post(t *testing.T, hc *http.Client, contentType string, body []byte) (int, http.Header, *envelope.Error) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, env.hs.URL+PathMessages, bytes.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, env.hs.URL+pathMessages, bytes.NewReader(body))
 	req.Header.Set("Content-Type", contentType)
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -111,33 +111,33 @@ func TestUAMP_9_HTTPMapping(t *testing.T) {
 	}{
 		{"415 media type", withCert, "application/json", signed(t, ask("x"), ck), 415, envelope.CodeUnsupportedMediaType},
 		{"415 version", withCert, "application/uamp+json;v=2", signed(t, ask("x"), ck), 415, envelope.CodeUnsupportedMediaType},
-		{"413 body limit", withCert, MediaType, signed(t, big, ck), 413, envelope.CodePayloadTooLarge},
-		{"401 no client certificate", env.rawClient(nil), MediaType, signed(t, ask("x"), ck), 401, envelope.CodeUnauthenticated},
-		{"401 unknown key", withCert, MediaType, signed(t, ask("x"), untrusted), 401, envelope.CodeUnauthenticated},
-		{"401 tampered", withCert, MediaType, bytes.Replace(signed(t, ask("2+2"), ck), []byte("2+2"), []byte("2+3"), 1), 401, envelope.CodeUnauthenticated},
-		{"401 stale ts", withCert, MediaType, func() []byte {
+		{"413 body limit", withCert, mediaType, signed(t, big, ck), 413, envelope.CodePayloadTooLarge},
+		{"401 no client certificate", env.rawClient(nil), mediaType, signed(t, ask("x"), ck), 401, envelope.CodeUnauthenticated},
+		{"401 unknown key", withCert, mediaType, signed(t, ask("x"), untrusted), 401, envelope.CodeUnauthenticated},
+		{"401 tampered", withCert, mediaType, bytes.Replace(signed(t, ask("2+2"), ck), []byte("2+2"), []byte("2+3"), 1), 401, envelope.CodeUnauthenticated},
+		{"401 stale ts", withCert, mediaType, func() []byte {
 			e := ask("x")
 			e.TS = time.Now().Add(-time.Hour).UTC().Format(envelope.TimeFormat)
 			return signed(t, e, ck)
 		}(), 401, envelope.CodeUnauthenticated},
-		{"403 from is not the principal", env.rawClient(&oc.TLS), MediaType, signed(t, ask("x"), ck), 403, envelope.CodeUnauthorized},
-		{"403 signed by another sender", withCert, MediaType, func() []byte {
+		{"403 from is not the principal", env.rawClient(&oc.TLS), mediaType, signed(t, ask("x"), ck), 403, envelope.CodeUnauthorized},
+		{"403 signed by another sender", withCert, mediaType, func() []byte {
 			e := ask("x")
 			e.From = "did:web:other.example"
 			return signed(t, e, other)
 		}(), 403, envelope.CodeUnauthorized},
-		{"403 not addressed here", withCert, MediaType, func() []byte {
+		{"403 not addressed here", withCert, mediaType, func() []byte {
 			e := ask("x")
 			e.To = []string{"did:web:elsewhere.example"}
 			return signed(t, e, ck)
 		}(), 403, envelope.CodeUnauthorized},
-		{"400 not JSON", withCert, MediaType, []byte("{"), 400, envelope.CodeBadRequest},
-		{"400 window above the maximum", withCert, MediaType, func() []byte {
+		{"400 not JSON", withCert, mediaType, []byte("{"), 400, envelope.CodeBadRequest},
+		{"400 window above the maximum", withCert, mediaType, func() []byte {
 			e := ask("x")
 			e.DeltaWindow = 100000
 			return signed(t, e, ck)
 		}(), 400, envelope.CodeBadRequest},
-		{"409 ACK of an unknown request", withCert, MediaType, func() []byte {
+		{"409 ACK of an unknown request", withCert, mediaType, func() []byte {
 			e := envelope.New(clientDID, []string{serverDID}, envelope.IntentProgress, envelope.Body{Type: "text/plain"})
 			e.ReplyTo = ids.New()
 			e.Ext = map[string]any{"ack_seq": 3.0}
@@ -153,22 +153,22 @@ func TestUAMP_9_HTTPMapping(t *testing.T) {
 		})
 	}
 	t.Run("503 overload", func(t *testing.T) {
-		if status, _, werr := env.post(t, withCert, MediaType, signed(t, ask("block"), ck)); status != 202 {
+		if status, _, werr := env.post(t, withCert, mediaType, signed(t, ask("block"), ck)); status != 202 {
 			t.Fatalf("first ask: %d %v", status, werr)
 		}
-		status, hdr, werr := env.post(t, withCert, MediaType, signed(t, ask("x"), ck))
+		status, hdr, werr := env.post(t, withCert, mediaType, signed(t, ask("x"), ck))
 		if status != 503 || werr.Code != envelope.CodeBusy || !werr.Retry || hdr.Get("Retry-After") != "3" {
 			t.Fatalf("HTTP %d Retry-After %q %+v", status, hdr.Get("Retry-After"), werr)
 		}
 		// The Client reads it as the *envelope.Error, Retry-After included.
-		_, err := env.client(t, SSE, nil).Ask(context.Background(), ask("x"))
+		_, err := env.client(t, false, nil).Ask(context.Background(), ask("x"))
 		var e *envelope.Error
 		if !errors.As(err, &e) || e.Code != envelope.CodeBusy || e.RetryAfter != 3*time.Second {
 			t.Fatalf("client: %v", err)
 		}
 	})
 	t.Run("404 unknown stream", func(t *testing.T) {
-		resp, err := withCert.Get(env.hs.URL + PathStream + "str-none")
+		resp, err := withCert.Get(env.hs.URL + pathStream + "str-none")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -179,8 +179,8 @@ func TestUAMP_9_HTTPMapping(t *testing.T) {
 		}
 	})
 	t.Run("413 WebSocket record", func(t *testing.T) {
-		conn, _, err := websocket.Dial(context.Background(), "wss"+strings.TrimPrefix(env.hs.URL, "https")+PathWebSocket,
-			&websocket.DialOptions{HTTPClient: env.client(t, WebSocket, nil).wsHTTP, Subprotocols: []string{Subprotocol}})
+		conn, _, err := websocket.Dial(context.Background(), "wss"+strings.TrimPrefix(env.hs.URL, "https")+pathWebSocket,
+			&websocket.DialOptions{HTTPClient: env.client(t, true, nil).wsHTTP, Subprotocols: []string{subprotocol}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ func TestUAMP_6_1_TLS13Only(t *testing.T) {
 	t.Run("plain HTTP", func(t *testing.T) {
 		hs := httptest.NewServer(srv)
 		defer hs.Close()
-		resp, err := http.Post(hs.URL+PathMessages, MediaType, bytes.NewReader(signed(t, ask("x"), ck)))
+		resp, err := http.Post(hs.URL+pathMessages, mediaType, bytes.NewReader(signed(t, ask("x"), ck)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ func TestUAMP_6_1_TLS13Only(t *testing.T) {
 		var cp http.Protocols
 		cp.SetUnencryptedHTTP2(true)
 		hc := &http.Client{Transport: &http.Transport{Protocols: &cp}}
-		resp, err := hc.Post(hs.URL+PathMessages, MediaType, bytes.NewReader(signed(t, ask("x"), ck)))
+		resp, err := hc.Post(hs.URL+pathMessages, mediaType, bytes.NewReader(signed(t, ask("x"), ck)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +256,7 @@ func TestUAMP_6_1_TLS13Only(t *testing.T) {
 	defer hsrv.Close()
 	base := "https://" + ln.Addr().String()
 	t.Run("TLS 1.2", func(t *testing.T) {
-		conf := ClientTLSConfig(sc.Pool(), nil)
+		conf := clientTLSConfig(sc.Pool(), nil)
 		conf.MinVersion, conf.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
 		c, err := tls.Dial("tcp", ln.Addr().String(), conf)
 		if err == nil {
@@ -265,7 +265,7 @@ func TestUAMP_6_1_TLS13Only(t *testing.T) {
 		}
 	})
 	t.Run("plain HTTP to the TLS port", func(t *testing.T) {
-		resp, err := http.Post("http://"+ln.Addr().String()+PathMessages, MediaType, strings.NewReader("{}"))
+		resp, err := http.Post("http://"+ln.Addr().String()+pathMessages, mediaType, strings.NewReader("{}"))
 		if err == nil {
 			defer resp.Body.Close()
 			if resp.StatusCode != 400 { // net/http: "client sent an HTTP request to an HTTPS server"
@@ -276,8 +276,8 @@ func TestUAMP_6_1_TLS13Only(t *testing.T) {
 	t.Run("HTTP/1.1 over TLS 1.3", func(t *testing.T) {
 		var p http.Protocols
 		p.SetHTTP1(true)
-		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: ClientTLSConfig(sc.Pool(), &cc.TLS), Protocols: &p}}
-		resp, err := hc.Post(base+PathMessages, MediaType, bytes.NewReader(signed(t, ask("x"), ck)))
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: clientTLSConfig(sc.Pool(), &cc.TLS), Protocols: &p}}
+		resp, err := hc.Post(base+pathMessages, mediaType, bytes.NewReader(signed(t, ask("x"), ck)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +291,7 @@ func TestUAMP_6_1_TLS13Only(t *testing.T) {
 		srv2 := NewServer(Echo, &Options{ID: serverDID, Keys: keys})
 		defer srv2.Close()
 		hsrv.Handler = srv2
-		c, err := NewClient(base, &ClientOptions{Key: ck, TLS: ClientTLSConfig(sc.Pool(), &cc.TLS)})
+		c, err := NewClient(base, &ClientOptions{Key: ck, TLS: clientTLSConfig(sc.Pool(), &cc.TLS)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,25 +314,25 @@ func fakeStream(t *testing.T, deltas ...string) *testEnv {
 	env := newTestEnv(t, Echo, nil)
 	streamID := ""
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+PathMessages, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+pathMessages, func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		e, _ := envelope.Decode(b)
 		if e.Intent == envelope.IntentAsk {
 			bare, _ := envelope.ParseID(e.ID)
 			streamID = "str-" + bare
-			w.Header().Set("Location", PathStream+streamID)
+			w.Header().Set("Location", pathStream+streamID)
 		}
 		w.WriteHeader(http.StatusAccepted)
 	})
 	frame := func(i int, d string) []byte { return []byte(fmt.Sprintf(d, streamID)) }
-	mux.HandleFunc("GET "+PathStream+"{id}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+pathStream+"{id}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i, d := range deltas {
 			fmt.Fprintf(w, "id: %d\ndata: %s\n\n", i, frame(i, d))
 		}
 	})
-	mux.HandleFunc("GET "+PathWebSocket, func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}})
+	mux.HandleFunc("GET "+pathWebSocket, func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{subprotocol}})
 		if err != nil {
 			return
 		}

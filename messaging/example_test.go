@@ -2,6 +2,7 @@ package messaging_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -30,7 +31,7 @@ func Example() {
 
 	client, _ := messaging.NewClient("https://"+ln.Addr().String(), &messaging.ClientOptions{
 		Key: clientKey,
-		TLS: messaging.ClientTLSConfig(serverCert.Pool(), &clientCert.TLS),
+		TLS: &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert.TLS}},
 	})
 	req := envelope.New("did:web:client.example", []string{"did:web:echo.example"}, envelope.IntentAsk,
 		envelope.Body{Type: "text/plain", Content: "Draw me a sheep"})

@@ -6,8 +6,8 @@ import (
 	"fmt"
 )
 
-// Subprotocol is the WebSocket subprotocol of UAMP (DESIGN §5).
-const Subprotocol = "uamp.v1"
+// subprotocol is the WebSocket subprotocol of UAMP (DESIGN §5).
+const subprotocol = "uamp.v1"
 
 // frameHeaderSize is the size of a record's length prefix.
 const frameHeaderSize = 4

@@ -2,6 +2,8 @@ package messaging
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -105,17 +107,17 @@ func newTestEnv(t testing.TB, h Handler, opts *Options) *testEnv {
 }
 
 // client returns a Client of the env with the client certificate.
-func (env *testEnv) client(t testing.TB, b Binding, opts *ClientOptions) *Client {
+func (env *testEnv) client(t testing.TB, b bool, opts *ClientOptions) *Client {
 	var o ClientOptions
 	if opts != nil {
 		o = *opts
 	}
-	o.Binding = b
+	o.WebSocket = b
 	if o.Key == nil {
 		o.Key = env.clientKey
 	}
 	if o.TLS == nil {
-		o.TLS = ClientTLSConfig(env.serverCert.Pool(), &env.clientCert.TLS)
+		o.TLS = clientTLSConfig(env.serverCert.Pool(), &env.clientCert.TLS)
 	}
 	c, err := NewClient(env.hs.URL, &o)
 	if err != nil {
@@ -209,12 +211,23 @@ func (c *counter) waitEnded(t testing.TB) error {
 
 func bindings() []struct {
 	name string
-	b    Binding
+	b    bool
 } {
 	return []struct {
 		name string
-		b    Binding
-	}{{"SSE", SSE}, {"WebSocket", WebSocket}}
+		b    bool
+	}{{"SSE", false}, {"WebSocket", true}}
 }
 
 var _ http.Handler = (*Server)(nil)
+
+// clientTLSConfig returns the client side: TLS 1.3 only, servers
+// verified against roots (nil: the system roots), and the client
+// certificate cert when not nil (mTLS).
+func clientTLSConfig(roots *x509.CertPool, cert *tls.Certificate) *tls.Config {
+	c := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots}
+	if cert != nil {
+		c.Certificates = []tls.Certificate{*cert}
+	}
+	return c
+}

@@ -78,7 +78,8 @@ func RequestClientCertificates(conf *tls.Config) *tls.Config {
 // certificate, which is accepted when
 //
 //   - it chains to cas (when not nil), for client authentication: the
-//     principal is its single URI SAN, as ClientCertificate rules; or
+//     principal is its single URI SAN, as for the default
+//     Authenticator (Options.Authenticate); or
 //   - its public key is one of keys, the keys trusted to sign envelopes
 //     (a certificate from KeyCertificate): the principal is its single
 //     URI SAN, which must be the DID of the key's kid when that kid is a
@@ -105,7 +106,7 @@ func ClientKeys(keys *envelope.KeySet, cas *x509.CertPool) Authenticator {
 				state.VerifiedChains = chains
 				r2 := *r
 				r2.TLS = &state
-				return ClientCertificate(&r2)
+				return clientCertificate(&r2)
 			}
 		}
 		if keys != nil {

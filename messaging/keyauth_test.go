@@ -32,10 +32,10 @@ func keyEnv(t *testing.T, keys *envelope.KeySet, ca *DevCert) *httptest.Server {
 
 // echoOnce asks the server to echo "hi" from from, signed by key, with
 // the client certificate cert, over b.
-func echoOnce(t *testing.T, hs *httptest.Server, b Binding, key *envelope.PrivateKey, from string, cert *tls.Certificate) error {
+func echoOnce(t *testing.T, hs *httptest.Server, b bool, key *envelope.PrivateKey, from string, cert *tls.Certificate) error {
 	t.Helper()
 	sc, _, _ := testCerts(t)
-	c, err := NewClient(hs.URL, &ClientOptions{Key: key, Binding: b, TLS: ClientTLSConfig(sc.Pool(), cert)})
+	c, err := NewClient(hs.URL, &ClientOptions{Key: key, WebSocket: b, TLS: clientTLSConfig(sc.Pool(), cert)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,15 +22,15 @@ import (
 	"github.com/agentry-dev/agentry/envelope"
 )
 
-// MediaType is the media type of an envelope on the HTTP binding (§11,
+// mediaType is the media type of an envelope on the HTTP binding (§11,
 // with the version parameter of Appendix C.1).
-const MediaType = "application/uamp+json;v=1"
+const mediaType = "application/uamp+json;v=1"
 
 // The paths of the bindings (§7).
 const (
-	PathMessages  = "/v1/messages"
-	PathStream    = "/v1/stream/" // + stream_id
-	PathWebSocket = "/uamp/1/ws"
+	pathMessages  = "/v1/messages"
+	pathStream    = "/v1/stream/" // + stream_id
+	pathWebSocket = "/uamp/1/ws"
 )
 
 // Handler answers the requests (asks and subscribes) a Server accepts:
@@ -91,7 +91,9 @@ type Options struct {
 	// Keys resolves the keys of senders.
 	Keys envelope.KeyResolver
 	// Authenticate names the principal of a request; from must equal it
-	// (4.03 otherwise). Default ClientCertificate.
+	// (4.03 otherwise). Default: the TLS client certificate the
+	// handshake verified (TLSConfig with client CAs), which must name
+	// exactly one URI, the principal (such as did:web:client.example).
 	Authenticate Authenticator
 	// Replay refuses replayed asks, subscribes and cancels and a ts out
 	// of its window; default envelope.NewReplayWindow(nil). ACKs are
@@ -163,7 +165,7 @@ func NewServer(h Handler, opts *Options) *Server {
 		o.Key = k
 	}
 	if o.Authenticate == nil {
-		o.Authenticate = ClientCertificate
+		o.Authenticate = clientCertificate
 	}
 	if o.Replay == nil {
 		o.Replay = envelope.NewReplayWindow(nil)
@@ -195,9 +197,9 @@ func NewServer(h Handler, opts *Options) *Server {
 	ctx, stop := context.WithCancel(context.Background())
 	s := &Server{opts: o, handler: h, mux: http.NewServeMux(), ctx: ctx, stop: stop,
 		byStream: map[streamKey]*Stream{}, byRequest: map[streamKey]*Stream{}}
-	s.mux.HandleFunc("POST "+PathMessages, s.postMessage)
-	s.mux.HandleFunc("GET "+PathStream+"{id}", s.getStream)
-	s.mux.HandleFunc("GET "+PathWebSocket, s.serveWebSocket)
+	s.mux.HandleFunc("POST "+pathMessages, s.postMessage)
+	s.mux.HandleFunc("GET "+pathStream+"{id}", s.getStream)
+	s.mux.HandleFunc("GET "+pathWebSocket, s.serveWebSocket)
 	return s
 }
 
@@ -278,7 +280,7 @@ func (s *Server) writeErrorStatus(w http.ResponseWriter, status int, to, replyTo
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}
 	b := s.errorEnvelope(to, replyTo, e)
-	w.Header().Set("Content-Type", MediaType)
+	w.Header().Set("Content-Type", mediaType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	w.Write(b)
@@ -303,7 +305,7 @@ func (s *Server) authenticate(r *http.Request) (string, error) {
 // charset absent or utf-8 (4.15 otherwise).
 func checkMediaType(ct string) error {
 	mt, params, err := mime.ParseMediaType(ct)
-	bad := envelope.NewError(envelope.CodeUnsupportedMediaType, "Content-Type must be "+MediaType, nil)
+	bad := envelope.NewError(envelope.CodeUnsupportedMediaType, "Content-Type must be "+mediaType, nil)
 	if err != nil || mt != "application/uamp+json" {
 		return bad
 	}
@@ -547,7 +549,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		res, err = s.dispatch(r.Context(), e)
 		if err == nil {
 			if res.started {
-				w.Header().Set("Location", PathStream+url.PathEscape(res.stream.id))
+				w.Header().Set("Location", pathStream+url.PathEscape(res.stream.id))
 			}
 			w.WriteHeader(http.StatusAccepted)
 			return

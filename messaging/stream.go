@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/messaging/internal/binding"
 )
 
 // Stream is the producing end of the delta stream a request opened
@@ -279,7 +280,7 @@ func (c *cursor) detach() {
 }
 
 // errDetached: another consumer attached to the stream.
-var errDetached = errors.New("messaging: another consumer attached to the stream")
+var errDetached = binding.ErrTakenOver
 
 // read waits until the log holds deltas after the cursor, then appends
 // up to maxBytes of them (at least one) to dst, each through frame, and

@@ -21,7 +21,7 @@ import (
 // the WebSocket handshake needs; RFC 8441 WebSocket over HTTP/2 is not
 // supported by the WebSocket library), the server certificate cert. When
 // clientCAs is not nil, client certificates are requested and verified
-// against it if presented, for ClientCertificate; requests without one
+// against it if presented, for the default Authenticator (Options.Authenticate); requests without one
 // are refused by the authenticator, not the handshake, so that other
 // endpoints may share the listener.
 func TLSConfig(cert tls.Certificate, clientCAs *x509.CertPool) *tls.Config {
@@ -33,17 +33,6 @@ func TLSConfig(cert tls.Certificate, clientCAs *x509.CertPool) *tls.Config {
 	if clientCAs != nil {
 		c.ClientCAs = clientCAs
 		c.ClientAuth = tls.VerifyClientCertIfGiven
-	}
-	return c
-}
-
-// ClientTLSConfig returns the client side: TLS 1.3 only, servers
-// verified against roots (nil: the system roots), and the client
-// certificate cert when not nil (mTLS).
-func ClientTLSConfig(roots *x509.CertPool, cert *tls.Certificate) *tls.Config {
-	c := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots}
-	if cert != nil {
-		c.Certificates = []tls.Certificate{*cert}
 	}
 	return c
 }
@@ -74,7 +63,7 @@ type DevCertOptions struct {
 	// 127.0.0.1 and ::1.
 	Hosts []string
 	// URIs are URI subject alternative names, such as the DID a client
-	// certificate authenticates (ClientCertificate).
+	// certificate authenticates (Options.Authenticate, ClientKeys).
 	URIs []string
 	// ValidFor is the validity from now; default one year.
 	ValidFor time.Duration

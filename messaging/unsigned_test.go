@@ -52,7 +52,7 @@ func TestUAMP_6_3_UnsignedEnvelope(t *testing.T) {
 
 	for name, body := range unsignedEnvelopes(t) {
 		t.Run("HTTP "+name, func(t *testing.T) {
-			status, _, werr := env.post(t, withCert, MediaType, body)
+			status, _, werr := env.post(t, withCert, mediaType, body)
 			if status != 401 || werr == nil || werr.Code != envelope.CodeUnauthenticated || werr.Retry {
 				t.Fatalf("HTTP %d %+v, want 401 with 4.01", status, werr)
 			}
@@ -61,8 +61,8 @@ func TestUAMP_6_3_UnsignedEnvelope(t *testing.T) {
 			}
 		})
 		t.Run("WebSocket "+name, func(t *testing.T) {
-			conn, _, err := websocket.Dial(context.Background(), "wss"+strings.TrimPrefix(env.hs.URL, "https")+PathWebSocket,
-				&websocket.DialOptions{HTTPClient: env.client(t, WebSocket, nil).wsHTTP, Subprotocols: []string{Subprotocol}})
+			conn, _, err := websocket.Dial(context.Background(), "wss"+strings.TrimPrefix(env.hs.URL, "https")+pathWebSocket,
+				&websocket.DialOptions{HTTPClient: env.client(t, true, nil).wsHTTP, Subprotocols: []string{subprotocol}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func TestUAMP_6_3_UnsignedEnvelope(t *testing.T) {
 	if n := served.Load(); n != 0 {
 		t.Errorf("the handler served %d unsigned envelopes", n)
 	}
-	if status, _, werr := env.post(t, withCert, MediaType, signed(t, ask("signed"), ck)); status != 202 {
+	if status, _, werr := env.post(t, withCert, mediaType, signed(t, ask("signed"), ck)); status != 202 {
 		t.Fatalf("the signed ask: HTTP %d %+v", status, werr)
 	}
 }

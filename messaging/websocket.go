@@ -34,12 +34,12 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, "", "", err)
 		return
 	}
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{Subprotocol}})
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{subprotocol}})
 	if err != nil {
 		return // Accept answered
 	}
-	if c.Subprotocol() != Subprotocol {
-		c.Close(websocket.StatusPolicyViolation, "subprotocol "+Subprotocol+" required")
+	if c.Subprotocol() != subprotocol {
+		c.Close(websocket.StatusPolicyViolation, "subprotocol "+subprotocol+" required")
 		return
 	}
 	c.SetReadLimit(int64(s.opts.MaxBodySize) + frameHeaderSize)

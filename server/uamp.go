@@ -88,9 +88,10 @@ func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handle
 	}
 	conf := messaging.RequestClientCertificates(messaging.TLSConfig(c.Certificate, nil))
 	mux := http.NewServeMux()
-	mux.Handle(messaging.PathMessages, uamp)
-	mux.Handle(messaging.PathStream, uamp)
-	mux.Handle(messaging.PathWebSocket, uamp)
+	// The paths of the UAMP bindings (UAMP 1.0 §7).
+	mux.Handle("/v1/messages", uamp)
+	mux.Handle("/v1/stream/", uamp)
+	mux.Handle("/uamp/1/ws", uamp)
 	mux.Handle("/.well-known/", disc)
 	mux.Handle("/", plain)
 	// gRPC (uamp.v1.Agent) shares the listener: HTTP/2 calls of type

@@ -66,7 +66,7 @@ func (f *uampClientFlags) load() (*envelope.PrivateKey, error) {
 // serverTLS returns the TLS configuration verifying the server at u
 // (without a client certificate).
 func (f *uampClientFlags) serverTLS(u *url.URL) (*tls.Config, error) {
-	conf := messaging.ClientTLSConfig(nil, nil)
+	conf := &tls.Config{MinVersion: tls.VersionTLS13}
 	switch {
 	case f.ca != "":
 		b, err := os.ReadFile(f.ca)
@@ -268,7 +268,7 @@ cancel delta.`,
 				client = c
 			default:
 				if ws {
-					opts.Binding = messaging.WebSocket
+					opts.WebSocket = true
 				}
 				c, err := messaging.NewClient(u.String(), opts)
 				if err != nil {

@@ -14,23 +14,23 @@ import (
 	"github.com/agentry-dev/agentry/messaging"
 )
 
-// binding is one way to ask a testEnv's server.
-type binding struct {
+// testBinding is one way to ask a testEnv's server.
+type testBinding struct {
 	name string
 	ask  func(t testing.TB, ctx context.Context, e *envelope.Envelope, opts *messaging.ClientOptions) (*messaging.Reply, error)
 }
 
 // everyBinding lists the bindings a testEnv serves: SSE, WebSocket,
 // gRPC, HTTP/3.
-func (env *testEnv) everyBinding() []binding {
-	http := func(b messaging.Binding) func(testing.TB, context.Context, *envelope.Envelope, *messaging.ClientOptions) (*messaging.Reply, error) {
+func (env *testEnv) everyBinding() []testBinding {
+	http := func(b bool) func(testing.TB, context.Context, *envelope.Envelope, *messaging.ClientOptions) (*messaging.Reply, error) {
 		return func(t testing.TB, ctx context.Context, e *envelope.Envelope, opts *messaging.ClientOptions) (*messaging.Reply, error) {
 			return env.httpClient(t, b, opts).Ask(ctx, e)
 		}
 	}
-	return []binding{
-		{"SSE", http(messaging.SSE)},
-		{"WebSocket", http(messaging.WebSocket)},
+	return []testBinding{
+		{"SSE", http(false)},
+		{"WebSocket", http(true)},
 		{"gRPC", func(t testing.TB, ctx context.Context, e *envelope.Envelope, opts *messaging.ClientOptions) (*messaging.Reply, error) {
 			return env.client(t, opts).Ask(ctx, e)
 		}},
@@ -124,7 +124,7 @@ func TestUAMP_7_SameBytesEveryBinding(t *testing.T) {
 		t.Run("Replay/"+bindings[i].name+"First", func(t *testing.T) {
 			env := newTestEnv(t, h, nil)
 			all := env.everyBinding()
-			order := append([]binding{all[i]}, append(all[:i:i], all[i+1:]...)...)
+			order := append([]testBinding{all[i]}, append(all[:i:i], all[i+1:]...)...)
 			once := signed(t, ask("once"), clientKey)
 			for j, bc := range order {
 				sent, _ := envelope.Decode(once)

@@ -17,6 +17,7 @@ import (
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/messaging"
 	"github.com/agentry-dev/agentry/messaging/grpcmsg/internal/uampv1"
+	"github.com/agentry-dev/agentry/messaging/internal/binding"
 )
 
 // closeWait bounds how long closing a call waits for the server to end
@@ -73,7 +74,7 @@ func (c *Client) Close() error {
 // Reply's Deltas yields (an *envelope.Error, from the server's signed
 // error envelope).
 func (c *Client) Ask(ctx context.Context, req *envelope.Envelope) (*messaging.Reply, error) {
-	return c.mc.AskOver(ctx, req, func(ctx context.Context, b []byte) (messaging.Carrier, error) {
+	r, err := binding.AskOver(c.mc, ctx, req, func(ctx context.Context, b []byte) (binding.Carrier, error) {
 		k := &carrier{agent: c.agent, ctx: ctx}
 		if err := k.Reconnect(ctx); err != nil {
 			return nil, err
@@ -84,9 +85,13 @@ func (c *Client) Ask(ctx context.Context, req *envelope.Envelope) (*messaging.Re
 		}
 		return k, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return r.(*messaging.Reply), nil
 }
 
-// carrier is one request's Exchange calls: a messaging.Carrier.
+// carrier is one request's Exchange calls: a binding.Carrier.
 type carrier struct {
 	agent uampv1.AgentClient
 	ctx   context.Context // the request's: every call ends with it

@@ -311,7 +311,7 @@ func TestUAMP_6_1_GRPCTLS13Only(t *testing.T) {
 		conf := messaging.TLSConfig(serverCert.TLS, clientCert.Pool())
 		conf.MinVersion = tls.VersionTLS12
 		conf.MaxVersion = tls.VersionTLS12
-		cc := messaging.ClientTLSConfig(serverCert.Pool(), &clientCert.TLS)
+		cc := &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert.TLS}}
 		cc.MinVersion, cc.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
 		werr, st := call(serve(credentials.NewTLS(conf)), credentials.NewTLS(cc))
 		if werr.Code != envelope.CodeUnauthorized || st.Code() != codes.PermissionDenied {
@@ -328,7 +328,7 @@ func TestUAMP_6_1_GRPCTLS13Only(t *testing.T) {
 		gs := NewServer(srv, conf)
 		go gs.Serve(ln)
 		defer gs.Stop()
-		cc := messaging.ClientTLSConfig(serverCert.Pool(), &clientCert.TLS)
+		cc := &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert.TLS}}
 		cc.MinVersion, cc.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
 		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(cc)))
 		if err != nil {

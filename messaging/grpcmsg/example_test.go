@@ -2,6 +2,7 @@ package grpcmsg_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -29,7 +30,7 @@ func Example() {
 
 	client, _ := grpcmsg.NewClient("https://"+ln.Addr().String(), &messaging.ClientOptions{
 		Key: clientKey,
-		TLS: messaging.ClientTLSConfig(serverCert.Pool(), &clientCert.TLS),
+		TLS: &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert.TLS}},
 	})
 	defer client.Close()
 	req := envelope.New("did:web:client.example", []string{"did:web:echo.example"}, envelope.IntentAsk,

@@ -12,9 +12,10 @@ import (
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/messaging"
 	"github.com/agentry-dev/agentry/messaging/grpcmsg/internal/uampv1"
+	"github.com/agentry-dev/agentry/messaging/internal/binding"
 )
 
-// frameCarrier is a messaging.Carrier whose one call delivers the
+// frameCarrier is a binding.Carrier whose one call delivers the
 // records of given frames, then ends; it cannot reconnect.
 type frameCarrier struct{ frames []*uampv1.Frame }
 
@@ -102,12 +103,13 @@ func FuzzExchangeFrames(f *testing.F) {
 		}
 		req := ask("x")
 		req.StreamID = "s"
-		reply, err := mc.AskOver(context.Background(), req, func(context.Context, []byte) (messaging.Carrier, error) {
+		r, err := binding.AskOver(mc, context.Background(), req, func(context.Context, []byte) (binding.Carrier, error) {
 			return &frameCarrier{frames: frames}, nil
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		reply := r.(*messaging.Reply)
 		next, final := int64(0), false
 		for d, err := range reply.Deltas() {
 			if err != nil {

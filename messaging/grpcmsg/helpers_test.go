@@ -128,7 +128,7 @@ func clientOptions(opts *messaging.ClientOptions) *messaging.ClientOptions {
 		o.Key = clientKey
 	}
 	if o.TLS == nil {
-		o.TLS = messaging.ClientTLSConfig(serverCert.Pool(), &clientCert.TLS)
+		o.TLS = &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert.TLS}}
 	}
 	return &o
 }
@@ -145,10 +145,10 @@ func (env *testEnv) client(t testing.TB, opts *messaging.ClientOptions) *Client 
 }
 
 // httpClient returns a messaging.Client of env over SSE or WebSocket.
-func (env *testEnv) httpClient(t testing.TB, b messaging.Binding, opts *messaging.ClientOptions) *messaging.Client {
+func (env *testEnv) httpClient(t testing.TB, b bool, opts *messaging.ClientOptions) *messaging.Client {
 	t.Helper()
 	o := clientOptions(opts)
-	o.Binding = b
+	o.WebSocket = b
 	c, err := messaging.NewClient(env.hs.URL, o)
 	if err != nil {
 		t.Fatal(err)
@@ -175,8 +175,12 @@ func (env *testEnv) h3Client(t testing.TB, opts *messaging.ClientOptions) *messa
 // for what the Client would not send.
 func (env *testEnv) raw(t testing.TB, cert *tls.Certificate) uampv1.AgentClient {
 	t.Helper()
+	conf := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: serverCert.Pool()}
+	if cert != nil {
+		conf.Certificates = []tls.Certificate{*cert}
+	}
 	conn, err := grpc.NewClient(strings.TrimPrefix(env.grpcURL, "https://"),
-		grpc.WithTransportCredentials(credentials.NewTLS(messaging.ClientTLSConfig(serverCert.Pool(), cert))))
+		grpc.WithTransportCredentials(credentials.NewTLS(conf)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/messaging"
 	"github.com/agentry-dev/agentry/messaging/grpcmsg/internal/uampv1"
+	"github.com/agentry-dev/agentry/messaging/internal/binding"
 )
 
 // maxBatch is the size up to which the server packs the deltas that are
@@ -103,9 +104,9 @@ func connRequest(ctx context.Context) *http.Request {
 // Exchange serves one request's call.
 func (svc *service) Exchange(call grpc.BidiStreamingServer[uampv1.Frame, uampv1.Frame]) error {
 	x := &exchange{call: call}
-	conn, err := svc.srv.Connect(connRequest(call.Context()))
+	conn, err := binding.Connect(svc.srv, connRequest(call.Context()))
 	if err != nil {
-		return x.refuse(svc.srv.ErrorEnvelope("", "", err), err)
+		return x.refuse(binding.ErrorEnvelope(svc.srv, "", "", err), err)
 	}
 	defer conn.Close()
 	x.conn = conn
@@ -115,7 +116,7 @@ func (svc *service) Exchange(call grpc.BidiStreamingServer[uampv1.Frame, uampv1.
 // exchange is one Exchange call.
 type exchange struct {
 	call grpc.BidiStreamingServer[uampv1.Frame, uampv1.Frame]
-	conn *messaging.Conn
+	conn binding.Conn
 
 	sendMu sync.Mutex
 	ended  bool // the handler returned: no more sends
@@ -180,7 +181,7 @@ func (x *exchange) serve() error {
 		return x.recvError(err, true)
 	}
 	e, err := x.conn.Open(b)
-	var d messaging.Dispatched
+	var d binding.Dispatched
 	if err == nil {
 		d, err = x.conn.Dispatch(e)
 	}
@@ -301,7 +302,7 @@ func (x *exchange) writeError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, messaging.ErrTakenOver):
+	case errors.Is(err, binding.ErrTakenOver):
 		return status.Error(codes.Aborted, "the stream was resumed on another call")
 	case x.call.Context().Err() != nil:
 		return status.FromContextError(x.call.Context().Err()).Err()
@@ -312,7 +313,7 @@ func (x *exchange) writeError(err error) error {
 
 // write sends the stream's deltas, packed, until the final one (nil), a
 // takeover or the end of the call.
-func (x *exchange) write(ctx context.Context, f *messaging.Follower) error {
+func (x *exchange) write(ctx context.Context, f binding.Follower) error {
 	defer f.Close()
 	var ends []int
 	frame := func(dst []byte, _ int64, delta []byte) []byte {

@@ -2,6 +2,7 @@ package http3msg_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -29,7 +30,7 @@ func Example() {
 	go hs.Serve(udp)
 	defer hs.Close()
 
-	tr := http3msg.NewTransport(messaging.ClientTLSConfig(serverCert.Pool(), &clientCert.TLS))
+	tr := http3msg.NewTransport(&tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert.TLS}})
 	defer tr.Close()
 	client, _ := messaging.NewClient("https://"+udp.LocalAddr().String(), &messaging.ClientOptions{Key: clientKey, Transport: tr})
 	req := envelope.New("did:web:client.example", []string{"did:web:echo.example"}, envelope.IntentAsk,

@@ -48,8 +48,8 @@ func NewServer(h http.Handler, conf *tls.Config) *http3.Server {
 }
 
 // NewTransport returns the client side, for messaging.ClientOptions
-// .Transport: HTTP/3 with conf (from messaging.ClientTLSConfig, cloned:
-// TLS 1.3 only, ALPN h3). Close it when done with it; it owns a UDP
+// .Transport: HTTP/3 with conf (roots, and a client certificate for
+// mTLS; cloned: TLS 1.3 only, ALPN h3). Close it when done with it; it owns a UDP
 // socket.
 func NewTransport(conf *tls.Config) *http3.Transport {
 	c := &tls.Config{}

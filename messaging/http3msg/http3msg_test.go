@@ -3,6 +3,7 @@ package http3msg
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net"
@@ -16,6 +17,14 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/messaging"
+)
+
+// The paths and media type of the HTTP binding (UAMP 1.0 §7, §11).
+const (
+	pathMessages  = "/v1/messages"
+	pathStream    = "/v1/stream/"
+	pathWebSocket = "/uamp/1/ws"
+	mediaType     = "application/uamp+json;v=1"
 )
 
 const (
@@ -114,7 +123,7 @@ func (env *testEnv) client(t testing.TB, opts *messaging.ClientOptions) *messagi
 		o = *opts
 	}
 	o.Key = clientKey
-	tr := NewTransport(messaging.ClientTLSConfig(serverCert.Pool(), &clientCert.TLS))
+	tr := NewTransport(&tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert.TLS}})
 	t.Cleanup(func() { tr.Close() })
 	o.Transport = tr
 	c, err := messaging.NewClient(env.url, &o)
@@ -263,8 +272,8 @@ func TestUAMP_9_HTTP3Mapping(t *testing.T) {
 		b, _ := json.Marshal(e)
 		return b
 	}
-	withCert := NewTransport(messaging.ClientTLSConfig(serverCert.Pool(), &clientCert.TLS))
-	noCert := NewTransport(messaging.ClientTLSConfig(serverCert.Pool(), nil))
+	withCert := NewTransport(&tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert.TLS}})
+	noCert := NewTransport(&tls.Config{RootCAs: serverCert.Pool()})
 	defer withCert.Close()
 	defer noCert.Close()
 	serverKeys, _ := envelope.NewKeySet(serverKey.Public())
@@ -278,10 +287,10 @@ func TestUAMP_9_HTTP3Mapping(t *testing.T) {
 		status      int
 		code        envelope.Code
 	}{
-		{"401 no client certificate", noCert, "POST", messaging.PathMessages, messaging.MediaType, sign(ask("x")), 401, envelope.CodeUnauthenticated},
-		{"401 tampered", withCert, "POST", messaging.PathMessages, messaging.MediaType, bytes.Replace(sign(ask("2+2")), []byte("2+2"), []byte("2+3"), 1), 401, envelope.CodeUnauthenticated},
-		{"415 media type", withCert, "POST", messaging.PathMessages, "application/json", sign(ask("x")), 415, envelope.CodeUnsupportedMediaType},
-		{"404 no such stream", withCert, "GET", messaging.PathStream + "str-none", "", nil, 404, envelope.CodeMissingDeltaSeq},
+		{"401 no client certificate", noCert, "POST", pathMessages, mediaType, sign(ask("x")), 401, envelope.CodeUnauthenticated},
+		{"401 tampered", withCert, "POST", pathMessages, mediaType, bytes.Replace(sign(ask("2+2")), []byte("2+2"), []byte("2+3"), 1), 401, envelope.CodeUnauthenticated},
+		{"415 media type", withCert, "POST", pathMessages, "application/json", sign(ask("x")), 415, envelope.CodeUnsupportedMediaType},
+		{"404 no such stream", withCert, "GET", pathStream + "str-none", "", nil, 404, envelope.CodeMissingDeltaSeq},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,8 +315,8 @@ func TestUAMP_9_HTTP3Mapping(t *testing.T) {
 		})
 	}
 	t.Run("no WebSocket over HTTP/3", func(t *testing.T) {
-		req, _ := http.NewRequest("GET", env.url+messaging.PathWebSocket, nil)
-		req.Header.Set("Sec-WebSocket-Protocol", messaging.Subprotocol)
+		req, _ := http.NewRequest("GET", env.url+pathWebSocket, nil)
+		req.Header.Set("Sec-WebSocket-Protocol", "uamp.v1")
 		resp, err := withCert.RoundTrip(req)
 		if err != nil {
 			t.Fatal(err)

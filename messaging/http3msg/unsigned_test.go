@@ -3,6 +3,7 @@ package http3msg
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -18,7 +19,7 @@ import (
 // envelope carrying 4.01.
 func TestUAMP_6_3_HTTP3UnsignedEnvelope(t *testing.T) {
 	env := newTestEnv(t, messaging.Echo)
-	withCert := NewTransport(messaging.ClientTLSConfig(serverCert.Pool(), &clientCert.TLS))
+	withCert := NewTransport(&tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert.TLS}})
 	defer withCert.Close()
 	serverKeys, _ := envelope.NewKeySet(serverKey.Public())
 	b, err := json.Marshal(ask("unsigned"))
@@ -30,8 +31,8 @@ func TestUAMP_6_3_HTTP3UnsignedEnvelope(t *testing.T) {
 	}
 	for name, body := range map[string][]byte{"no sig": b, "empty sig": withSig(`""`), "sig not a string": withSig(`1`)} {
 		t.Run(name, func(t *testing.T) {
-			req, _ := http.NewRequest("POST", env.url+messaging.PathMessages, bytes.NewReader(body))
-			req.Header.Set("Content-Type", messaging.MediaType)
+			req, _ := http.NewRequest("POST", env.url+pathMessages, bytes.NewReader(body))
+			req.Header.Set("Content-Type", mediaType)
 			resp, err := withCert.RoundTrip(req)
 			if err != nil {
 				t.Fatal(err)

@@ -2,6 +2,7 @@ package uampagent_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -38,7 +39,7 @@ func ExampleNewHandler() {
 
 	clientCert, _ := messaging.KeyCertificate(clientKey, "did:web:client.example", 0)
 	client, _ := messaging.NewClient("https://"+ln.Addr().String(), &messaging.ClientOptions{
-		Key: clientKey, TLS: messaging.ClientTLSConfig(serverCert.Pool(), &clientCert)})
+		Key: clientKey, TLS: &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert}}})
 	reply, err := client.Ask(ctx, envelope.New("did:web:client.example", []string{"did:web:agent.example"},
 		envelope.IntentAsk, envelope.Body{Type: "text/plain", Content: "Draw me a sheep"}))
 	if err != nil {
@@ -86,7 +87,7 @@ func ExampleNewTool() {
 	defer hs.Close()
 	clientCert, _ := messaging.KeyCertificate(clientKey, "did:web:client.example", 0)
 	client, _ := messaging.NewClient("https://"+ln.Addr().String(), &messaging.ClientOptions{
-		Key: clientKey, TLS: messaging.ClientTLSConfig(serverCert.Pool(), &clientCert)})
+		Key: clientKey, TLS: &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert}}})
 
 	ask, err := uampagent.NewTool(client, "did:web:agent.example", &uampagent.ToolOptions{
 		Name: "ask_expert", Description: "Asks the sheep expert a question.",

@@ -179,7 +179,7 @@ func TestUAMP_Agent_Errors(t *testing.T) {
 			if tc.body.Type != "" {
 				req.Body = tc.body
 			}
-			reply, err := env.client(t, messaging.SSE).Ask(context.Background(), req)
+			reply, err := env.client(t, false).Ask(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -74,10 +74,10 @@ func newTestEnv(t *testing.T, h messaging.Handler) *testEnv {
 }
 
 // client returns a client of the env over binding b.
-func (env *testEnv) client(t *testing.T, b messaging.Binding) *messaging.Client {
+func (env *testEnv) client(t *testing.T, b bool) *messaging.Client {
 	t.Helper()
-	c, err := messaging.NewClient(env.hs.URL, &messaging.ClientOptions{Key: clientKey, Binding: b,
-		TLS: messaging.ClientTLSConfig(serverCert.Pool(), &clientCert)})
+	c, err := messaging.NewClient(env.hs.URL, &messaging.ClientOptions{Key: clientKey, WebSocket: b,
+		TLS: &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +92,12 @@ func ask(content string) *envelope.Envelope {
 
 func bindings() []struct {
 	name string
-	b    messaging.Binding
+	b    bool
 } {
 	return []struct {
 		name string
-		b    messaging.Binding
-	}{{"SSE", messaging.SSE}, {"WebSocket", messaging.WebSocket}}
+		b    bool
+	}{{"SSE", false}, {"WebSocket", true}}
 }
 
 // wait waits for ch; the timeout is a safety net far beyond the work.

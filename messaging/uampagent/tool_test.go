@@ -200,7 +200,7 @@ func TestUAP_8_RemoteToolCancel(t *testing.T) {
 
 func TestNewToolOptions(t *testing.T) {
 	env := newTestEnv(t, messaging.Echo)
-	c := env.client(t, messaging.SSE)
+	c := env.client(t, false)
 	for name, o := range map[string]uampagent.ToolOptions{
 		"no name":   {Description: "d", Parameters: researchSchema},
 		"no schema": {Name: "n", Description: "d"},
@@ -232,7 +232,7 @@ func TestUAMP_Agent_LongReply(t *testing.T) {
 	long := strings.Repeat("Grüße 🙂 ", 30_000) // ~360 KiB
 	m := scripted.New(scripted.Step{Text: long, Chunks: []string{long}})
 	env := newTestEnv(t, uampagent.NewHandler(newTestAgent(t, m), nil))
-	tool, err := uampagent.NewTool(env.client(t, messaging.SSE), serverDID, &uampagent.ToolOptions{Name: "long", Description: "d", Parameters: researchSchema})
+	tool, err := uampagent.NewTool(env.client(t, false), serverDID, &uampagent.ToolOptions{Name: "long", Description: "d", Parameters: researchSchema})
 	if err != nil {
 		t.Fatal(err)
 	}

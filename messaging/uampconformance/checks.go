@@ -57,8 +57,8 @@ func (r *runner) run(ctx context.Context) {
 	timed(r.checkAuthentication)
 	timed(r.checkFromIsPrincipal)
 	timed(r.checkReplay)
-	timed(func(ctx context.Context) { r.checkEcho(ctx, messaging.SSE, "echo/sse", clauseEchoSSE) })
-	timed(func(ctx context.Context) { r.checkEcho(ctx, messaging.WebSocket, "echo/websocket", clauseEchoWS) })
+	timed(func(ctx context.Context) { r.checkEcho(ctx, false, "echo/sse", clauseEchoSSE) })
+	timed(func(ctx context.Context) { r.checkEcho(ctx, true, "echo/websocket", clauseEchoWS) })
 	timed(r.checkWindow)
 	timed(r.checkResume)
 	timed(r.checkResumeGap)
@@ -132,8 +132,8 @@ func (r *runner) checkTLSOnly(ctx context.Context) {
 
 	want = "plain HTTP to the UAMP endpoint is not served (no 202)"
 	hc := &http.Client{Timeout: 5 * time.Second}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+host+messaging.PathMessages, strings.NewReader("{}"))
-	req.Header.Set("Content-Type", messaging.MediaType)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+host+pathMessages, strings.NewReader("{}"))
+	req.Header.Set("Content-Type", mediaType)
 	resp, err := hc.Do(req)
 	if err == nil {
 		resp.Body.Close()
@@ -156,7 +156,7 @@ func (r *runner) checkMediaType(ctx context.Context) {
 func (r *runner) checkBodyLimit(ctx context.Context) {
 	pad := r.limit + 1 - len(`{"pad":""}`)
 	body := []byte(`{"pad":"` + strings.Repeat("a", pad) + `"}`)
-	x, err := r.post(ctx, r.h2, messaging.MediaType, body)
+	x, err := r.post(ctx, r.h2, mediaType, body)
 	r.check("http/413-body-limit", clauseTooLarge,
 		fmt.Sprintf("an envelope of %d bytes (the limit + 1) is refused: HTTP 413, error envelope 4.13", len(body)),
 		r.refusal(ctx, x, err, http.StatusRequestEntityTooLarge, envelope.CodePayloadTooLarge))
@@ -164,7 +164,7 @@ func (r *runner) checkBodyLimit(ctx context.Context) {
 
 func (r *runner) checkAuthentication(ctx context.Context) {
 	b, _ := json.Marshal(r.ask("no certificate", 0))
-	x, err := r.post(ctx, r.anon, messaging.MediaType, b)
+	x, err := r.post(ctx, r.anon, mediaType, b)
 	r.check("auth/401-no-client-certificate", clauseAuthN,
 		"a signed ask without a client certificate (or bearer token) is refused: HTTP 401, 4.01",
 		r.refusal(ctx, x, err, http.StatusUnauthorized, envelope.CodeUnauthenticated))
@@ -269,9 +269,9 @@ func streamIDOf(req *envelope.Envelope) string {
 // checkEcho asks the echo agent for a long reply with a window of 4
 // through messaging.Client, which ACKs every 2 deltas and refuses a gap
 // (4.09).
-func (r *runner) checkEcho(ctx context.Context, b messaging.Binding, name, clause string) {
+func (r *runner) checkEcho(ctx context.Context, b bool, name, clause string) {
 	want := "an ask (delta_window 4) is answered with chunk deltas {\"content\"} that reassemble body.content, then done, ACKed every 2 deltas"
-	c, err := messaging.NewClient(r.base, &messaging.ClientOptions{Key: r.opts.Key, Binding: b, TLS: r.conf, ServerKeys: r.keys, AckEvery: 2})
+	c, err := messaging.NewClient(r.base, &messaging.ClientOptions{Key: r.opts.Key, WebSocket: b, TLS: r.conf, ServerKeys: r.keys, AckEvery: 2})
 	if err != nil {
 		r.fail(name, clause, want, err.Error())
 		return

@@ -122,7 +122,7 @@ func TestUAMP_ConformanceFailures(t *testing.T) {
 			wrap: func(h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if r.Method == http.MethodPost {
-						r.Header.Set("Content-Type", messaging.MediaType)
+						r.Header.Set("Content-Type", "application/uamp+json;v=1")
 					}
 					h.ServeHTTP(w, r)
 				})
@@ -150,7 +150,7 @@ func TestUAMP_ConformanceFailures(t *testing.T) {
 			name: "unsigned envelope a bad request",
 			wrap: func(h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if r.Method == http.MethodPost && r.URL.Path == messaging.PathMessages {
+					if r.Method == http.MethodPost && r.URL.Path == "/v1/messages" {
 						b, _ := io.ReadAll(r.Body)
 						r.Body = io.NopCloser(bytes.NewReader(b))
 						if !bytes.Contains(b, []byte(`"sig"`)) {
