@@ -3,8 +3,9 @@
 // Manifest wire types, their strict decoding and validation against the
 // spec's JSON schemas (Appendix A, embedded), the canonical form and
 // signatures of envelopes, the error codes of §9, replay and clock-skew
-// protection, capability-token checks and the request state machine of
-// §10. It does no network I/O; the bindings are in package messaging.
+// protection and capability-token checks. It does no network I/O; the
+// bindings, and the request state machine of §10 they apply, are in
+// package messaging.
 //
 // A sender builds an envelope with New and signs it with Sign; a receiver
 // turns untrusted bytes into a verified Envelope with Open:

@@ -13,14 +13,9 @@ var (
 	ScopeCovers      = scopeCovers
 	ParseSignature   = parseCompactJWS
 	OpenReplayFile   = openReplayFile
-	IntentEvent      = intentEvent
 	Intents          = allIntents
-	Events           = allEvents
-	States           = allStates
 )
 
 func (e *Envelope) Canonical() ([]byte, error) { return e.canonical() }
 
 func (c Code) Known() bool { return c.known() }
-
-func (s State) CanTransition(ev Event) bool { return s.canTransition(ev) }

@@ -5,8 +5,9 @@
 // WebSocket (/uamp/1/ws), a client for both, TLS 1.3 configuration,
 // client-certificate authentication and a development certificate
 // generator. The envelope itself (types, strict decoding, signatures,
-// error codes, replay protection, the §10 state machine) is package
-// envelope; this package moves envelopes and deltas.
+// error codes, replay protection) is package envelope; this package
+// moves envelopes and deltas, each stream's request following the state
+// machine of §10.
 //
 // # Streams
 //

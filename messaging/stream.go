@@ -34,7 +34,7 @@ type Stream struct {
 	ring      [][]byte // delta s is ring[s % window], for s in [next-window, next)
 	next      int64    // delta_seq of the next delta
 	acked     int64    // highest contiguous delta_seq ACKed, -1 for none
-	state     envelope.State
+	state     reqState
 	cancelled bool          // a cancel envelope arrived
 	space     chan struct{} // closed (and replaced) when acked advances or the stream ends
 	reader    *cursor       // the attached consumer, if any
@@ -56,7 +56,7 @@ func newStream(parent context.Context, id, owner, reqID string, window int, idle
 	ctx, cancel := context.WithCancelCause(parent)
 	return &Stream{
 		id: id, quotedID: q, owner: owner, reqID: reqID, window: window, idle: idle, ctx: ctx, cancel: cancel,
-		ring: make([][]byte, window), acked: -1, state: envelope.StateInProgress,
+		ring: make([][]byte, window), acked: -1, state: stateInProgress,
 		space: make(chan struct{}), ended: make(chan struct{}), released: make(chan struct{}), touched: time.Now(),
 	}
 }
@@ -100,8 +100,8 @@ func (s *Stream) send(ctx context.Context, typ envelope.DeltaType, payload []byt
 	}()
 	s.mu.Lock()
 	for {
-		if s.state.Terminal() {
-			_, err := s.state.Apply(envelope.DeltaEvent(typ))
+		if s.state.terminal() {
+			_, err := s.state.apply(deltaEvent(typ))
 			s.mu.Unlock()
 			return err
 		}
@@ -135,7 +135,7 @@ func (s *Stream) send(ctx context.Context, typ envelope.DeltaType, payload []byt
 		}
 		s.mu.Lock()
 	}
-	state, err := s.state.Apply(envelope.DeltaEvent(typ))
+	state, err := s.state.apply(deltaEvent(typ))
 	if err != nil {
 		s.mu.Unlock()
 		return err
@@ -144,7 +144,7 @@ func (s *Stream) send(ctx context.Context, typ envelope.DeltaType, payload []byt
 	slot := &s.ring[s.next%int64(s.window)]
 	*slot = appendDelta((*slot)[:0], s.next, s.quotedID, ids.Now(), typ, payload)
 	s.next++
-	if state.Terminal() {
+	if state.terminal() {
 		close(s.ended)
 	}
 	if s.reader != nil {
@@ -172,7 +172,7 @@ func (s *Stream) ack(seq int64) error {
 	s.acked = seq
 	close(s.space)
 	s.space = make(chan struct{})
-	if s.state.Terminal() && s.acked == s.next-1 {
+	if s.state.terminal() && s.acked == s.next-1 {
 		select {
 		case <-s.released:
 		default:
@@ -188,7 +188,7 @@ func (s *Stream) ack(seq int64) error {
 func (s *Stream) requestCancel() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := s.state.Apply(envelope.EventCancel); err != nil {
+	if _, err := s.state.apply(evCancel); err != nil {
 		return err
 	}
 	s.cancelled = true
@@ -202,7 +202,7 @@ func (s *Stream) requestCancel() error {
 // window space at most wait, and no longer than ctx.
 func (s *Stream) finish(ctx context.Context, err error, wait time.Duration) {
 	s.mu.Lock()
-	terminal, cancelled := s.state.Terminal(), s.cancelled
+	terminal, cancelled := s.state.terminal(), s.cancelled
 	s.mu.Unlock()
 	if terminal {
 		return
@@ -295,7 +295,7 @@ func (c *cursor) read(ctx context.Context, dst []byte, maxBytes int, tick <-chan
 			s.mu.Unlock()
 			return dst, false, errDetached
 		}
-		if c.pos == s.next && s.state.Terminal() {
+		if c.pos == s.next && s.state.terminal() {
 			s.mu.Unlock()
 			return dst, true, nil // everything was delivered
 		}
@@ -305,7 +305,7 @@ func (c *cursor) read(ctx context.Context, dst []byte, maxBytes int, tick <-chan
 				dst = frame(dst, c.pos, s.ring[c.pos%int64(s.window)])
 				c.pos++
 			}
-			final = c.pos == s.next && s.state.Terminal()
+			final = c.pos == s.next && s.state.terminal()
 			s.mu.Unlock()
 			return dst, final, nil
 		}
