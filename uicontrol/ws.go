@@ -12,10 +12,10 @@ import (
 	"github.com/coder/websocket"
 )
 
-// WSSubprotocol is the WebSocket subprotocol of the ws@0.1 binding. DialWS
+// wsSubprotocol is the WebSocket subprotocol of the ws@0.1 binding. DialWS
 // offers it and NewWSHandler selects it when offered; a client that
 // offers none (a browser's new WebSocket(url)) is served all the same.
-const WSSubprotocol = "uiap.v0.1"
+const wsSubprotocol = "uiap.v0.1"
 
 // defaultWSPing is how often a WebSocket ping is sent by default.
 const defaultWSPing = 30 * time.Second
@@ -79,7 +79,7 @@ type wsHandler struct {
 
 func (h *wsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols:   []string{WSSubprotocol},
+		Subprotocols:   []string{wsSubprotocol},
 		OriginPatterns: h.opts.OriginPatterns,
 	})
 	if err != nil { // Accept has answered
@@ -116,7 +116,7 @@ func DialWS(ctx context.Context, url string, opts *WSDialOptions) (Transport, er
 	c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{
 		HTTPClient:   o.HTTPClient,
 		HTTPHeader:   o.Header,
-		Subprotocols: []string{WSSubprotocol},
+		Subprotocols: []string{wsSubprotocol},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("uicontrol: %w", err)

@@ -108,12 +108,12 @@ func TestWS_Frames(t *testing.T) {
 		s, got := wsServer(t, &uicontrol.WSOptions{ReadLimit: 1 << 10})
 
 		c, _, err := websocket.Dial(ctx, "ws://mem/uiap/ws", &websocket.DialOptions{HTTPClient: s.client,
-			Subprotocols: []string{uicontrol.WSSubprotocol}})
+			Subprotocols: []string{"uiap.v0.1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		app := <-got
-		if c.Subprotocol() != uicontrol.WSSubprotocol {
+		if c.Subprotocol() != "uiap.v0.1" {
 			t.Errorf("subprotocol %q", c.Subprotocol())
 		}
 		if err := c.Write(ctx, websocket.MessageText, []byte(`{"x":1}`)); err != nil {

@@ -139,7 +139,7 @@ func (c *Client) do(ctx context.Context, method, path, sessionID string, body, o
 	}
 	req.Header.Set("Accept", "application/json")
 	if sessionID != "" {
-		req.Header.Set(HeaderSessionID, sessionID)
+		req.Header.Set(headerSessionID, sessionID)
 	}
 	if c.opts.BearerToken != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.BearerToken)

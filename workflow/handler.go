@@ -17,9 +17,9 @@ import (
 	"github.com/agentry-dev/agentry/internal/strictjson"
 )
 
-// HeaderSessionID carries the session on /execute requests and on the
+// headerSessionID carries the session on /execute requests and on the
 // responses of /initialize and /execute (UAIP-0.1 "Transport").
-const HeaderSessionID = "X-Session-Id"
+const headerSessionID = "X-Session-Id"
 
 // DefaultMaxBody bounds request bodies when HandlerOptions.MaxBodyBytes is 0.
 const DefaultMaxBody = 1 << 20
@@ -120,10 +120,10 @@ func (h *handler) cors(next http.Handler) http.Handler {
 			hd := w.Header()
 			hd.Set("Access-Control-Allow-Origin", origin)
 			hd.Add("Vary", "Origin")
-			hd.Set("Access-Control-Expose-Headers", HeaderSessionID)
+			hd.Set("Access-Control-Expose-Headers", headerSessionID)
 			if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 				hd.Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
-				hd.Set("Access-Control-Allow-Headers", "Content-Type, Authorization, "+HeaderSessionID)
+				hd.Set("Access-Control-Allow-Headers", "Content-Type, Authorization, "+headerSessionID)
 				hd.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return
@@ -223,7 +223,7 @@ func (h *handler) initialize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wf, _ := h.engine.Workflow(s.Workflow)
-	w.Header().Set(HeaderSessionID, s.ID)
+	w.Header().Set(headerSessionID, s.ID)
 	writeJSON(w, http.StatusOK, initializeResponse{SessionID: s.ID, Workflow: s.Workflow, InitialStage: s.Stage,
 		Stages: wf.StageNames(), Next: h.nextFor(wf, s.Stage)})
 }
@@ -252,7 +252,7 @@ type executeResponse struct {
 }
 
 func (h *handler) execute(w http.ResponseWriter, r *http.Request) {
-	id := r.Header.Get(HeaderSessionID)
+	id := r.Header.Get(headerSessionID)
 	if id == "" {
 		h.fail(w, r, newError(ErrMissingSession, "Missing X-Session-Id header"))
 		return
@@ -269,7 +269,7 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request) {
 	}
 	s := res.Session
 	wf, _ := h.engine.Workflow(s.Workflow)
-	w.Header().Set(HeaderSessionID, s.ID)
+	w.Header().Set(headerSessionID, s.ID)
 	buf := respBufs.Get().(*bytes.Buffer)
 	defer putRespBuf(buf)
 	buf.Reset()

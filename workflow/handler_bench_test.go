@@ -30,7 +30,7 @@ func BenchmarkHandlerExecute(b *testing.B) {
 				req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				if session != "" {
-					req.Header.Set(workflow.HeaderSessionID, session)
+					req.Header.Set("X-Session-Id", session)
 				}
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)

@@ -114,7 +114,7 @@ func do(t *testing.T, srv *httptest.Server, method, path, session, body string) 
 	}
 	req, _ := http.NewRequest(method, srv.URL+path, rd)
 	if session != "" {
-		req.Header.Set(workflow.HeaderSessionID, session)
+		req.Header.Set("X-Session-Id", session)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := srv.Client().Do(req)
@@ -179,8 +179,8 @@ func TestUAIP_Initialize(t *testing.T) {
 		t.Fatalf("status %d", r.status)
 	}
 	id, _ := r.body["session_id"].(string)
-	if !uuidPattern.MatchString(id) || r.header.Get(workflow.HeaderSessionID) != id {
-		t.Errorf("session id %q, header %q", id, r.header.Get(workflow.HeaderSessionID))
+	if !uuidPattern.MatchString(id) || r.header.Get("X-Session-Id") != id {
+		t.Errorf("session id %q, header %q", id, r.header.Get("X-Session-Id"))
 	}
 	if r.body["workflow"] != "store" || r.body["initial_stage"] != "browse" {
 		t.Errorf("body %v", r.body)
@@ -230,8 +230,8 @@ func TestUAIP_ExecuteActions(t *testing.T) {
 		if r.status != s.status {
 			t.Fatalf("%s: status %d, want %d: %s", s.name, r.status, s.status, r.raw)
 		}
-		if s.status == 200 && r.header.Get(workflow.HeaderSessionID) != id {
-			t.Errorf("%s: X-Session-Id %q", s.name, r.header.Get(workflow.HeaderSessionID))
+		if s.status == 200 && r.header.Get("X-Session-Id") != id {
+			t.Errorf("%s: X-Session-Id %q", s.name, r.header.Get("X-Session-Id"))
 		}
 		golden(t, "execute_"+s.name, r.raw)
 	}
@@ -417,7 +417,7 @@ func TestUAIP_BearerAuthAndCORS(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example" ||
-		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), workflow.HeaderSessionID) {
+		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "X-Session-Id") {
 		t.Errorf("authorized CORS request: %d %v", resp.StatusCode, resp.Header)
 	}
 	pre, _ := http.NewRequest("OPTIONS", srv.URL+"/execute", nil)
@@ -425,7 +425,7 @@ func TestUAIP_BearerAuthAndCORS(t *testing.T) {
 	pre.Header.Set("Access-Control-Request-Method", "POST")
 	resp, _ = srv.Client().Do(pre)
 	resp.Body.Close()
-	if resp.StatusCode != 204 || !strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), workflow.HeaderSessionID) {
+	if resp.StatusCode != 204 || !strings.Contains(resp.Header.Get("Access-Control-Allow-Headers"), "X-Session-Id") {
 		t.Errorf("preflight: %d %v", resp.StatusCode, resp.Header)
 	}
 	other, _ := http.NewRequest("GET", srv.URL+"/api/workflows", nil)
@@ -474,7 +474,7 @@ func FuzzExecuteRequest(f *testing.F) {
 	s, _ := e.Initialize(context.Background(), "store")
 	f.Fuzz(func(t *testing.T, body string) {
 		req := httptest.NewRequest("POST", "/execute", strings.NewReader(body))
-		req.Header.Set(workflow.HeaderSessionID, s.ID)
+		req.Header.Set("X-Session-Id", s.ID)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code >= 500 {

@@ -20,12 +20,11 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
+// workflowSchemaJSON is the JSON Schema (draft 2020-12) of workflow files,
+// which Load validates every document against.
+//
 //go:embed schema/workflow.schema.json
 var workflowSchemaJSON []byte
-
-// WorkflowSchema is the JSON Schema (draft 2020-12) of workflow files,
-// which Load validates every document against.
-func WorkflowSchema() []byte { return bytes.Clone(workflowSchemaJSON) }
 
 var workflowSchema = sync.OnceValue(func() *jsonschema.Schema {
 	return schemas.Embedded(schemas.NewCompiler(), "https://agentry.dev/schema/workflow.schema.json", workflowSchemaJSON)
@@ -109,7 +108,7 @@ func loadFile(path string) ([]*Workflow, error) {
 //	transitions:
 //	  browse: [checkout]
 //
-// The schema is WorkflowSchema. Names (of the workflow, stages and tasks)
+// The schema is workflow/schema/workflow.schema.json. Names (of the workflow, stages and tasks)
 // are 1 to 64 letters, digits, _ or -. Every task is a webhook (see
 // Webhook): method is POST, PUT or PATCH (default POST); timeout bounds
 // each attempt, as a Go duration or a number of seconds (default 30s);

@@ -14,8 +14,8 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/audit"
-	"github.com/agentry-dev/agentry/govern/journaltest"
 	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
@@ -28,7 +28,7 @@ func fastOptions(c audit.Cursor) *audit.Options {
 func appendRecords(t *testing.T, j govern.Journal, n int) {
 	t.Helper()
 	for i := range n {
-		r := journaltest.Record(recordkind.Transition, fmt.Sprintf("run-%d", i%4), fmt.Sprintf(`{"i":%d}`, i))
+		r := journalfixture.Record(recordkind.Transition, fmt.Sprintf("run-%d", i%4), fmt.Sprintf(`{"i":%d}`, i))
 		if err := j.Append(t.Context(), i%3 == 0, r); err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestJSONLFileDeduplicatesAfterRestart(t *testing.T) {
 		}
 		got = append(got, r)
 	}
-	if d := journaltest.Diff(want, got); d != "" {
+	if d := journalfixture.Diff(want, got); d != "" {
 		t.Errorf("exported records (-journal +file):\n%s", d)
 	}
 }
@@ -277,7 +277,7 @@ func TestExportFileJournal(t *testing.T) {
 	}
 	defer j.Close()
 	for i := range 5 {
-		if err := j.Append(t.Context(), false, journaltest.Record(recordkind.Transition, "r", fmt.Sprintf(`{"i":%d}`, i))); err != nil {
+		if err := j.Append(t.Context(), false, journalfixture.Record(recordkind.Transition, "r", fmt.Sprintf(`{"i":%d}`, i))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/audit"
-	"github.com/agentry-dev/agentry/govern/journaltest"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/google/go-cmp/cmp"
 )
@@ -55,8 +55,8 @@ func attrs(r slog.Record) map[string]any {
 
 func TestSlogSink(t *testing.T) {
 	j := govern.NewMemoryJournal()
-	start := journaltest.Record(recordkind.RunStarted, "6f1c1a3e-3f0e-4d8a-9a57-0b6f0c1d2e3f", `{"secret":"not logged"}`)
-	fail := journaltest.Record(recordkind.Transition, "6f1c1a3e-3f0e-4d8a-9a57-0b6f0c1d2e3f", "")
+	start := journalfixture.Record(recordkind.RunStarted, "6f1c1a3e-3f0e-4d8a-9a57-0b6f0c1d2e3f", `{"secret":"not logged"}`)
+	fail := journalfixture.Record(recordkind.Transition, "6f1c1a3e-3f0e-4d8a-9a57-0b6f0c1d2e3f", "")
 	fail.From, fail.To, fail.Outcome = govern.Verify, govern.FailSafe, govern.Uncertain
 	fail.Reasons = []govern.Reason{govern.VerificationFailed, govern.RepairsExhausted}
 	fail.Actor = govern.Actor{ID: "uaicp:recovery", Kind: govern.ActorSystem}

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -24,9 +23,8 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/recordkind"
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // Opener returns a fresh, empty journal, released through t.Cleanup (Close
@@ -94,27 +92,12 @@ var durableCases = []struct {
 	{"ConcurrentThenReopen", testConcurrentThenReopen},
 }
 
-// Record returns a record to append: request reqID, a fixed trace, the
-// current time to the millisecond (what the wire form keeps), and data
-// as its Data ("" for none).
-func Record(kind govern.RecordKind, reqID, data string) *govern.Record {
-	r := &govern.Record{
-		Timestamp: govern.Time{Time: time.Now().UTC().Truncate(time.Millisecond)},
-		Kind:      kind, RequestID: reqID, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
-		Actor: govern.Actor{ID: "agent:journaltest", Kind: govern.ActorAgent}, Outcome: govern.Pending,
-	}
-	if data != "" {
-		r.Data = json.RawMessage(data)
-	}
-	return r
-}
-
 // records returns n records of request reqID whose Data numbers them
 // from first.
 func records(reqID string, first, n int) []*govern.Record {
 	out := make([]*govern.Record, n)
 	for i := range out {
-		out[i] = Record(recordkind.Transition, reqID, fmt.Sprintf(`{"n":%d}`, first+i))
+		out[i] = journalfixture.Record(recordkind.Transition, reqID, fmt.Sprintf(`{"n":%d}`, first+i))
 	}
 	return out
 }
@@ -137,32 +120,6 @@ func readAll(t *testing.T, j govern.Journal, from uint64) []govern.Record {
 		out = append(out, r)
 	}
 	return out
-}
-
-// compactJSON is the comparison of Data: equal once compacted.
-var compactJSON = cmp.Comparer(func(a, b json.RawMessage) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return len(a) == len(b)
-	}
-	var ca, cb bytes.Buffer
-	if json.Compact(&ca, a) != nil || json.Compact(&cb, b) != nil {
-		return bytes.Equal(a, b)
-	}
-	return bytes.Equal(ca.Bytes(), cb.Bytes())
-})
-
-// equateEmpty equates nil and empty slices other than Data (which
-// compactJSON compares).
-var equateEmpty = cmp.FilterPath(func(p cmp.Path) bool {
-	return p.Last().Type() != reflect.TypeFor[json.RawMessage]()
-}, cmpopts.EquateEmpty())
-
-var sameTime = cmp.Comparer(func(a, b govern.Time) bool { return a.Equal(b.Time) })
-
-// Diff returns the difference between want and got records (-want +got):
-// Data compared once compacted, times as instants.
-func Diff(want, got []govern.Record) string {
-	return cmp.Diff(want, got, compactJSON, sameTime, equateEmpty)
 }
 
 func values(recs []*govern.Record) []govern.Record {
@@ -211,7 +168,7 @@ func testSeqAndChain(t *testing.T, j govern.Journal) {
 			t.Errorf("record %d: Hash %q, computed %q (%v)", r.Seq, r.Hash, h, err)
 		}
 	}
-	if d := Diff(values(want), got); d != "" {
+	if d := journalfixture.Diff(values(want), got); d != "" {
 		t.Errorf("records read differ from those appended (-want +got):\n%s", d)
 	}
 	if n, err := govern.VerifyChain(t.Context(), j); n != uint64(len(want)) || err != nil {
@@ -220,13 +177,13 @@ func testSeqAndChain(t *testing.T, j govern.Journal) {
 }
 
 func testSealsInPlace(t *testing.T, j govern.Journal) {
-	a := Record(recordkind.RunStarted, "r", `{}`)
+	a := journalfixture.Record(recordkind.RunStarted, "r", `{}`)
 	a.Seq, a.Prev, a.Hash = 99, "bogus", "bogus" // overwritten
 	appendT(t, j, true, a)
 	if a.Seq != 1 || a.Prev != "" || !strings.HasPrefix(a.Hash, "sha256:") {
 		t.Fatalf("first record sealed as seq %d prev %q hash %q", a.Seq, a.Prev, a.Hash)
 	}
-	b, c := Record(recordkind.Transition, "r", ""), Record(recordkind.Transition, "r", "")
+	b, c := journalfixture.Record(recordkind.Transition, "r", ""), journalfixture.Record(recordkind.Transition, "r", "")
 	appendT(t, j, false, b, c)
 	if b.Seq != 2 || b.Prev != a.Hash || c.Seq != 3 || c.Prev != b.Hash {
 		t.Errorf("batch sealed as %d (prev %q), %d (prev %q)", b.Seq, b.Prev, c.Seq, c.Prev)
@@ -252,7 +209,7 @@ func testRecordsFrom(t *testing.T, j govern.Journal) {
 		if first <= n {
 			want = all[first-1:]
 		}
-		if d := Diff(want, got); d != "" {
+		if d := journalfixture.Diff(want, got); d != "" {
 			t.Errorf("Records(%d) (-want +got):\n%s", from, d)
 		}
 	}
@@ -297,28 +254,10 @@ func testBreak(t *testing.T, j govern.Journal) {
 	}
 }
 
-// DataSamples are Data values every journal must keep as they are (once
-// compacted): nested structures, escapes, HTML-special characters, line
-// and paragraph separators, non-ASCII text, numbers in various forms.
-var DataSamples = []string{
-	`{}`,
-	`[]`,
-	`null`,
-	`"a string"`,
-	`12345678901234567890`,
-	`{"n": 1.0, "e": 1e3, "neg": -0.5, "big": 9007199254740993}`,
-	`{ "nested" : { "list" : [ 1, "two", true, null, { "x" : [] } ] } }`,
-	`{"html":"<b>&amp;</b> <script>","quote":"\"","bs":"\\","ctl":"\n\t\r\u0001"}`,
-	`{"ls":"a\u2028b\u2029c","raw":"a` + "\u2028" + `b"}`,
-	`{"unicode":"ß 東京 🚀","escaped":"\u00df\ud83d\ude80"}`,
-	`{"k":"` + strings.Repeat("x", 100_000) + `"}`,
-	"{\n  \"indented\": [\n    1,\n    2\n  ]\n}",
-}
-
 func testDataRoundTrip(t *testing.T, j govern.Journal) {
 	var want []*govern.Record
-	for i, d := range DataSamples {
-		r := Record(recordkind.Evidence, fmt.Sprintf("r%d", i), d)
+	for i, d := range journalfixture.DataSamples {
+		r := journalfixture.Record(recordkind.Evidence, fmt.Sprintf("r%d", i), d)
 		appendT(t, j, i%2 == 0, r)
 		want = append(want, r)
 	}
@@ -356,7 +295,7 @@ func testAllFields(t *testing.T, j govern.Journal) {
 	}
 	appendT(t, j, true, r)
 	got := readAll(t, j, 1)
-	if d := Diff([]govern.Record{*r}, got); d != "" {
+	if d := journalfixture.Diff([]govern.Record{*r}, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
 }
@@ -391,12 +330,12 @@ func wantDuplicate(t *testing.T, j govern.Journal, recs ...*govern.Record) {
 }
 
 func testUnique(t *testing.T, j govern.Journal) {
-	appendT(t, j, true, withUnique(Record(recordkind.Intent, "r", `{}`), "jti:1"))
+	appendT(t, j, true, withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "jti:1"))
 	// Records without a key never collide.
 	appendT(t, j, false, records("r", 0, 3)...)
-	wantDuplicate(t, j, withUnique(Record(recordkind.Intent, "r", `{}`), "jti:1"))
-	wantDuplicate(t, j, Record(recordkind.Transition, "r", ""), withUnique(Record(recordkind.Intent, "r", `{}`), "jti:1"))
-	appendT(t, j, true, withUnique(Record(recordkind.Intent, "r", `{}`), "jti:2"))
+	wantDuplicate(t, j, withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "jti:1"))
+	wantDuplicate(t, j, journalfixture.Record(recordkind.Transition, "r", ""), withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "jti:1"))
+	appendT(t, j, true, withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "jti:2"))
 	got := readAll(t, j, 1)
 	if len(got) != 5 || got[4].Unique != "jti:2" || got[4].Seq != 5 {
 		t.Fatalf("after refused duplicates: %d records", len(got))
@@ -408,14 +347,14 @@ func testUnique(t *testing.T, j govern.Journal) {
 
 func testUniqueWithinBatch(t *testing.T, j govern.Journal) {
 	appendT(t, j, false, records("r", 0, 1)...)
-	wantDuplicate(t, j, withUnique(Record(recordkind.Intent, "r", `{}`), "k"), Record(recordkind.Transition, "r", ""),
-		withUnique(Record(recordkind.Intent, "r", `{}`), "k"))
+	wantDuplicate(t, j, withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "k"), journalfixture.Record(recordkind.Transition, "r", ""),
+		withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "k"))
 	// The key was not taken by the refused batch.
-	appendT(t, j, true, withUnique(Record(recordkind.Intent, "r", `{}`), "k"))
+	appendT(t, j, true, withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "k"))
 }
 
 func testBatchAtomic(t *testing.T, j govern.Journal) {
-	appendT(t, j, true, withUnique(Record(recordkind.Intent, "r", `{}`), "taken"))
+	appendT(t, j, true, withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "taken"))
 	batch := records("r", 0, 5)
 	batch[3].Unique = "taken"
 	wantDuplicate(t, j, batch...)
@@ -467,7 +406,7 @@ func testConcurrentAppends(t *testing.T, j govern.Journal) {
 				n := 1 + i%3 // batches of 1 to 3
 				recs := make([]*govern.Record, n)
 				for k := range recs {
-					recs[k] = Record(recordkind.Transition, fmt.Sprintf("w%d", w), fmt.Sprintf(`{"w":%d,"i":%d,"k":%d}`, w, i, k))
+					recs[k] = journalfixture.Record(recordkind.Transition, fmt.Sprintf("w%d", w), fmt.Sprintf(`{"w":%d,"i":%d,"k":%d}`, w, i, k))
 				}
 				if err := j.Append(context.Background(), i%2 == 0, recs...); err != nil {
 					t.Error(err)
@@ -556,8 +495,8 @@ func testConcurrentUnique(t *testing.T, j govern.Journal) {
 		for i := range racers {
 			wg.Go(func() {
 				<-start
-				errs[i] = j.Append(context.Background(), true, Record(recordkind.Transition, "r", ""),
-					withUnique(Record(recordkind.ApprovalDecided, "r", `{}`), key))
+				errs[i] = j.Append(context.Background(), true, journalfixture.Record(recordkind.Transition, "r", ""),
+					withUnique(journalfixture.Record(recordkind.ApprovalDecided, "r", `{}`), key))
 			})
 		}
 		close(start)
@@ -636,7 +575,7 @@ func testRunRecords(t *testing.T, j govern.Journal) {
 		t.Skip("not a govern.RunReader")
 	}
 	for i := range 30 {
-		appendT(t, j, i%5 == 0, Record(recordkind.Transition, fmt.Sprintf("run-%d", i%3), fmt.Sprintf(`{"i":%d}`, i)))
+		appendT(t, j, i%5 == 0, journalfixture.Record(recordkind.Transition, fmt.Sprintf("run-%d", i%3), fmt.Sprintf(`{"i":%d}`, i)))
 	}
 	all := readAll(t, j, 1)
 	for _, id := range []string{"run-0", "run-1", "run-2", "nobody"} {
@@ -650,12 +589,12 @@ func testRunRecords(t *testing.T, j govern.Journal) {
 		if err != nil {
 			t.Fatalf("RunRecords(%s): %v", id, err)
 		}
-		if d := Diff(want, got); d != "" {
+		if d := journalfixture.Diff(want, got); d != "" {
 			t.Errorf("RunRecords(%s) (-want +got):\n%s", id, d)
 		}
 	}
 	// Records appended later are found too.
-	appendT(t, j, false, Record(recordkind.Transition, "run-1", `{"late":true}`))
+	appendT(t, j, false, journalfixture.Record(recordkind.Transition, "run-1", `{"late":true}`))
 	got, err := rr.RunRecords(t.Context(), "run-1")
 	if err != nil || len(got) != 11 || got[10].Seq != 31 {
 		t.Errorf("RunRecords after a later append: %d records, %v", len(got), err)
@@ -664,8 +603,8 @@ func testRunRecords(t *testing.T, j govern.Journal) {
 
 func testSurvivesReopen(t *testing.T, j govern.Journal, reopen Opener) {
 	var want []*govern.Record
-	for i, d := range DataSamples {
-		r := Record(recordkind.Evidence, fmt.Sprintf("r%d", i%3), d)
+	for i, d := range journalfixture.DataSamples {
+		r := journalfixture.Record(recordkind.Evidence, fmt.Sprintf("r%d", i%3), d)
 		r.Reasons = []govern.Reason{govern.EvidenceMissing}
 		appendT(t, j, false, r) // none synced: Close makes them durable
 		want = append(want, r)
@@ -678,14 +617,14 @@ func testSurvivesReopen(t *testing.T, j govern.Journal, reopen Opener) {
 	}
 	j2 := reopen(t)
 	got := readAll(t, j2, 1)
-	if d := Diff(values(want), got); d != "" {
+	if d := journalfixture.Diff(values(want), got); d != "" {
 		t.Fatalf("after reopen (-want +got):\n%s", d)
 	}
 	if n, err := govern.VerifyChain(t.Context(), j2); err != nil || n != uint64(len(want)) {
 		t.Fatalf("VerifyChain after reopen = %d, %v", n, err)
 	}
 	// Appends continue the chain.
-	next := Record(recordkind.Transition, "r0", "")
+	next := journalfixture.Record(recordkind.Transition, "r0", "")
 	appendT(t, j2, true, next)
 	if next.Seq != uint64(len(want))+1 || next.Prev != want[len(want)-1].Hash {
 		t.Errorf("first append after reopen sealed as seq %d prev %q", next.Seq, next.Prev)
@@ -699,13 +638,13 @@ func testSurvivesReopen(t *testing.T, j govern.Journal, reopen Opener) {
 }
 
 func testUniqueAfterReopen(t *testing.T, j govern.Journal, reopen Opener) {
-	appendT(t, j, false, withUnique(Record(recordkind.Intent, "r", `{}`), "jti:a"), Record(recordkind.Transition, "r", ""))
+	appendT(t, j, false, withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "jti:a"), journalfixture.Record(recordkind.Transition, "r", ""))
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
 	j2 := reopen(t)
-	wantDuplicate(t, j2, Record(recordkind.Transition, "r", ""), withUnique(Record(recordkind.Intent, "r", `{}`), "jti:a"))
-	appendT(t, j2, true, withUnique(Record(recordkind.Intent, "r", `{}`), "jti:b"))
+	wantDuplicate(t, j2, journalfixture.Record(recordkind.Transition, "r", ""), withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "jti:a"))
+	appendT(t, j2, true, withUnique(journalfixture.Record(recordkind.Intent, "r", `{}`), "jti:b"))
 	if n, err := govern.VerifyChain(t.Context(), j2); err != nil || n != 3 {
 		t.Errorf("VerifyChain = %d, %v; want 3", n, err)
 	}
@@ -719,7 +658,7 @@ func testConcurrentThenReopen(t *testing.T, j govern.Journal, reopen Opener) {
 			for i := range appends {
 				recs := make([]*govern.Record, 1+i%3)
 				for k := range recs {
-					recs[k] = Record(recordkind.Transition, fmt.Sprintf("w%d", w), fmt.Sprintf(`{"w":%d,"i":%d,"k":%d}`, w, i, k))
+					recs[k] = journalfixture.Record(recordkind.Transition, fmt.Sprintf("w%d", w), fmt.Sprintf(`{"w":%d,"i":%d,"k":%d}`, w, i, k))
 				}
 				if err := j.Append(context.Background(), i%4 == 0, recs...); err != nil {
 					t.Error(err)

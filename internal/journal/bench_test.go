@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/journaltest"
 	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/gowebpki/jcs"
 )
@@ -27,7 +27,7 @@ const benchData = `{"tier":"write_low_risk","declared_tier":"write_low_risk",` +
 func benchRecords(n int) []*govern.Record {
 	recs := make([]*govern.Record, n)
 	for i := range recs {
-		recs[i] = journaltest.Record(recordkind.Intent, "439e0ddd-0d15-4589-a102-283a8970a4fb", benchData)
+		recs[i] = journalfixture.Record(recordkind.Intent, "439e0ddd-0d15-4589-a102-283a8970a4fb", benchData)
 		recs[i].Tool, recs[i].CallID = "refund", fmt.Sprint("call-", i)
 	}
 	return recs

@@ -18,6 +18,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/journaltest"
 	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
@@ -43,7 +44,7 @@ func appendN(t *testing.T, j govern.Journal, reqID string, n int) []*govern.Reco
 	t.Helper()
 	out := make([]*govern.Record, n)
 	for i := range out {
-		out[i] = journaltest.Record(recordkind.Transition, reqID, fmt.Sprintf(`{"i":%d}`, i))
+		out[i] = journalfixture.Record(recordkind.Transition, reqID, fmt.Sprintf(`{"i":%d}`, i))
 		if err := j.Append(t.Context(), i%2 == 0, out[i]); err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestLockedInThisProcess(t *testing.T) {
 	}
 	// A reader needs no lock.
 	ro := openT(t, path, journal.Options{ReadOnly: true})
-	if err := ro.Append(t.Context(), true, journaltest.Record(recordkind.Transition, "r", "")); !errors.Is(err, journal.ErrReadOnly) {
+	if err := ro.Append(t.Context(), true, journalfixture.Record(recordkind.Transition, "r", "")); !errors.Is(err, journal.ErrReadOnly) {
 		t.Errorf("Append on a read-only journal = %v, want ErrReadOnly", err)
 	}
 	if err := ro.Flush(t.Context()); !errors.Is(err, journal.ErrReadOnly) {
@@ -177,7 +178,7 @@ func TestTornTail(t *testing.T) {
 			if b, _ := os.ReadFile(path); !bytes.Equal(b, good) {
 				t.Fatalf("after Open the file holds %d bytes, want the %d of its complete lines", len(b), len(good))
 			}
-			next := journaltest.Record(recordkind.Transition, "r", "")
+			next := journalfixture.Record(recordkind.Transition, "r", "")
 			if err := f.Append(t.Context(), true, next); err != nil || next.Seq != tc.records+1 {
 				t.Fatalf("append after the cut: seq %d, %v", next.Seq, err)
 			}
@@ -367,7 +368,7 @@ func TestGroupCommit(t *testing.T) {
 	f := openT(t, filepath.Join(t.TempDir(), "j.jsonl"), journal.Options{FaultHook: hook, FlushInterval: -1})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := f.Append(t.Context(), true, journaltest.Record(recordkind.Intent, "leader", `{}`)); err != nil {
+		if err := f.Append(t.Context(), true, journalfixture.Record(recordkind.Intent, "leader", `{}`)); err != nil {
 			t.Error(err)
 		}
 	})
@@ -383,7 +384,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	for i := range followers {
 		wg.Go(func() {
-			if err := f.Append(t.Context(), true, journaltest.Record(recordkind.Intent, fmt.Sprint("f", i), `{}`)); err != nil {
+			if err := f.Append(t.Context(), true, journalfixture.Record(recordkind.Intent, fmt.Sprint("f", i), `{}`)); err != nil {
 				t.Error(err)
 			}
 		})
@@ -407,7 +408,7 @@ func TestFlushAndBackgroundFlush(t *testing.T) {
 		}
 	}
 	f := openT(t, filepath.Join(t.TempDir(), "j.jsonl"), journal.Options{FaultHook: hook, FlushInterval: -1})
-	if err := f.Append(t.Context(), false, journaltest.Record(recordkind.Transition, "r", "")); err != nil {
+	if err := f.Append(t.Context(), false, journalfixture.Record(recordkind.Transition, "r", "")); err != nil {
 		t.Fatal(err)
 	}
 	if len(synced) != 0 {
@@ -423,7 +424,7 @@ func TestFlushAndBackgroundFlush(t *testing.T) {
 
 	synced = make(chan struct{}, 100)
 	f = openT(t, filepath.Join(t.TempDir(), "j.jsonl"), journal.Options{FaultHook: hook, FlushInterval: time.Millisecond})
-	if err := f.Append(t.Context(), false, journaltest.Record(recordkind.Transition, "r", "")); err != nil {
+	if err := f.Append(t.Context(), false, journalfixture.Record(recordkind.Transition, "r", "")); err != nil {
 		t.Fatal(err)
 	}
 	<-synced // the background flush came (without it, the test times out)

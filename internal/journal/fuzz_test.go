@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/journaltest"
 	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
@@ -18,8 +18,8 @@ import (
 func seedLines(f *testing.F) [][]byte {
 	j := govern.NewMemoryJournal()
 	var lines [][]byte
-	for i, d := range journaltest.DataSamples[:10] {
-		r := journaltest.Record(recordkind.Evidence, "r", d)
+	for i, d := range journalfixture.DataSamples[:10] {
+		r := journalfixture.Record(recordkind.Evidence, "r", d)
 		if i%3 == 0 {
 			r.Unique, r.Reasons, r.From, r.To = "k"+string(rune('a'+i)), []govern.Reason{govern.EvidenceMissing}, govern.Plan, govern.Execute
 		}
@@ -69,7 +69,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded record does not decode: %v\n%q", err, enc)
 		}
-		if d := journaltest.Diff([]govern.Record{r}, []govern.Record{r2}); d != "" {
+		if d := journalfixture.Diff([]govern.Record{r}, []govern.Record{r2}); d != "" {
 			t.Fatalf("round trip (-first +second):\n%s", d)
 		}
 		enc2, err := journal.AppendRecord(nil, &r2)
@@ -128,7 +128,7 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("read-only saw %d records (%v), writable %d (Len %d)", roCount, roErr, n, j.Len())
 		}
 		// It takes appends.
-		r := journaltest.Record(recordkind.Transition, "r", "")
+		r := journalfixture.Record(recordkind.Transition, "r", "")
 		if err := j.Append(t.Context(), true, r); err != nil || r.Seq != n+1 {
 			t.Fatalf("append after Open: seq %d, %v", r.Seq, err)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/govern/journaltest"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
@@ -21,7 +21,7 @@ const journalBenchData = `{"tier":"write_low_risk","declared_tier":"write_low_ri
 	`"attempt":0,"policy":{"effect":"allow","rule":"default"}}`
 
 func journalBenchRecord(i int) *govern.Record {
-	r := journaltest.Record(recordkind.Intent, "439e0ddd-0d15-4589-a102-283a8970a4fb", journalBenchData)
+	r := journalfixture.Record(recordkind.Intent, "439e0ddd-0d15-4589-a102-283a8970a4fb", journalBenchData)
 	r.Tool, r.CallID = "refund", fmt.Sprint("call-", i)
 	return r
 }

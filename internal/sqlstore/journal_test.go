@@ -10,6 +10,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/audit"
 	"github.com/agentry-dev/agentry/govern/journaltest"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
@@ -56,8 +57,8 @@ func TestJournalSharedDatabase(t *testing.T) {
 					wg.Go(func() {
 						for i := range appends {
 							recs := []*govern.Record{
-								journaltest.Record(recordkind.Transition, fmt.Sprintf("r%d-w%d", r, w), fmt.Sprintf(`{"i":%d}`, i)),
-								journaltest.Record(recordkind.Transition, fmt.Sprintf("r%d-w%d", r, w), fmt.Sprintf(`{"i":%d,"second":true}`, i)),
+								journalfixture.Record(recordkind.Transition, fmt.Sprintf("r%d-w%d", r, w), fmt.Sprintf(`{"i":%d}`, i)),
+								journalfixture.Record(recordkind.Transition, fmt.Sprintf("r%d-w%d", r, w), fmt.Sprintf(`{"i":%d,"second":true}`, i)),
 							}
 							if err := js[r].Append(context.Background(), i%2 == 0, recs...); err != nil {
 								t.Error(err)
@@ -78,7 +79,7 @@ func TestJournalSharedDatabase(t *testing.T) {
 			errs := make([]error, replicas)
 			for r := range replicas {
 				wg.Go(func() {
-					rec := journaltest.Record(recordkind.ApprovalDecided, "x", `{}`)
+					rec := journalfixture.Record(recordkind.ApprovalDecided, "x", `{}`)
 					rec.Unique = "approval:shared"
 					errs[r] = js[r].Append(context.Background(), true, rec)
 				})
@@ -104,7 +105,7 @@ func TestJournalSharedDatabase(t *testing.T) {
 // transactions.
 func TestJournalGroupCommit(t *testing.T) {
 	j := openT(t, sqliteURL(t)).Journal()
-	taken := journaltest.Record(recordkind.ApprovalDecided, "x", `{}`)
+	taken := journalfixture.Record(recordkind.ApprovalDecided, "x", `{}`)
 	taken.Unique = "k"
 	if err := j.Append(t.Context(), true, taken); err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func TestJournalGroupCommit(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			r := journaltest.Record(recordkind.Transition, "x", fmt.Sprintf(`{"i":%d}`, i))
+			r := journalfixture.Record(recordkind.Transition, "x", fmt.Sprintf(`{"i":%d}`, i))
 			if i%8 == 0 {
 				r.Unique = "k"
 			}
@@ -139,7 +140,7 @@ func TestJournalTamperDetected(t *testing.T) {
 	s := openT(t, sqliteURL(t))
 	j := s.Journal()
 	for i := range 5 {
-		if err := j.Append(t.Context(), true, journaltest.Record(recordkind.Transition, "r", fmt.Sprintf(`{"i":%d}`, i))); err != nil {
+		if err := j.Append(t.Context(), true, journalfixture.Record(recordkind.Transition, "r", fmt.Sprintf(`{"i":%d}`, i))); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -201,8 +201,8 @@ func (s *sharedStage) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	if id := req.Header.Get(workflow.HeaderSessionID); s.issued[id] {
-		req.Header.Set(workflow.HeaderSessionID, s.first)
+	if id := req.Header.Get("X-Session-Id"); s.issued[id] {
+		req.Header.Set("X-Session-Id", s.first)
 	}
 	s.mu.Unlock()
 	s.h.ServeHTTP(w, req)
