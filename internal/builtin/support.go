@@ -136,6 +136,10 @@ func SupportTools(l *Ledger) []llm.Tool {
 
 var orderRef = regexp.MustCompile(`o-\d+`)
 
+// SupportModelID names SupportModel on the command line and in agent
+// files ("scripted:support").
+const SupportModelID = "support"
+
 // SupportModel is the offline model of the example agent: for "refund
 // o-1001" it looks the order up, refunds it and confirms; for "status of
 // o-1002" it only looks it up. It reads the conversation, so it resumes

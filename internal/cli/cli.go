@@ -68,7 +68,7 @@ Run a prompt on any provider (offline demo model by default):
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.AddCommand(versionCmd(e), llmCmd(e), runCmd(e), serveCmd(e), uaipCmd(e), conformanceCmd(e), keysCmd(e), approvalsCmd(e), approveCmd(e), auditCmd(e), uampCmd(e), uiapCmd(e))
+	root.AddCommand(versionCmd(e), llmCmd(e), runCmd(e), serveCmd(e), agentsCmd(e), uaipCmd(e), conformanceCmd(e), keysCmd(e), approvalsCmd(e), approveCmd(e), auditCmd(e), uampCmd(e), uiapCmd(e))
 
 	err := root.ExecuteContext(ctx)
 	if err == nil {

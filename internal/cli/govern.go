@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/agentfile"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/approverkey"
 	"github.com/agentry-dev/agentry/internal/builtin"
@@ -16,9 +17,9 @@ import (
 )
 
 // governance sets cfg's governance (--policy, --approvers, --node) and
-// its agents: the built-in support agent on --agent-model, whose refunds
-// the governor can roll back.
-func governance(e *env, f *serveFlags, cfg *server.Config, logger *slog.Logger) error {
+// its agents: those defs define (--agents), else the built-in support
+// agent on --agent-model, whose refunds the governor can roll back.
+func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Definition, logger *slog.Logger) error {
 	keys, keyringPath, err := loadApprovers(f, logger)
 	if err != nil {
 		return err
@@ -48,6 +49,12 @@ func governance(e *env, f *serveFlags, cfg *server.Config, logger *slog.Logger) 
 		Govern: govern.AgentOptions{TaskClass: builtin.SupportTaskClass,
 			Identity: govern.Identity{AgentID: "agent:support", OwnerID: "agentry:serve", ControlClass: govern.HumanSupervised}},
 	}}
+	if defs != nil {
+		cfg.Agents = nil
+		if err := agentfile.Build(cfg, defs, &agentfile.Options{Builtins: builtinTools(ledger)}); err != nil {
+			return fmt.Errorf("agents:\n%w", err)
+		}
+	}
 	n := len(keys.Keys())
 	logger.Info("governance", "approver_keys", n, "keyring", keyringPath)
 	if n == 0 {

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentry-dev/agentry/agentfile"
 	"github.com/agentry-dev/agentry/govern/audit"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/server"
@@ -43,6 +44,9 @@ type serveFlags struct {
 	approvers  string
 	policy     string
 	node       string
+	// agents is a directory of agent files (agentfile), served instead
+	// of the built-in support agent.
+	agents     string
 	agentModel string
 	// agentBaseURL is the API address of agentModel's provider.
 	agentBaseURL string
@@ -158,6 +162,7 @@ a flag on the command line wins.`,
 	fl.StringVar(&f.policy, "policy", "", "YAML rule policy for governed tool calls (default: allow; tiers still apply)")
 	fl.StringVar(&f.node, "node", "", "this replica's stable name in the audit journal (replicas sharing a PostgreSQL store need distinct names)")
 	fl.StringVar(&f.auditLog, "audit-log", "", "also export every audit journal record to this JSONL file (asynchronously; resumes where it stopped)")
+	fl.StringVar(&f.agents, "agents", "", "a directory of agent files (docs/agents.md) to serve instead of the built-in support agent")
 	fl.StringVar(&f.agentModel, "agent-model", "", "provider:model for the built-in support agent (default: its offline model)")
 	fl.StringVar(&f.agentBaseURL, "agent-base-url", "", "API address of --agent-model's provider (else <PROVIDER>_BASE_URL, the vendor's variable such as OPENAI_BASE_URL, or its default; compat:MODEL needs one)")
 	fl.StringVar(&f.tlsAddr, "tls-addr", "127.0.0.1:8443", "TLS 1.3 listen address: UAMP, discovery and every --addr endpoint (empty: no TLS listener)")
@@ -283,6 +288,15 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 	if err != nil {
 		return fmt.Errorf("workflows: %w", err)
 	}
+	var defs []*agentfile.Definition
+	if f.agents != "" {
+		if defs, err = agentfile.LoadDir(f.agents); err != nil {
+			return fmt.Errorf("agents:\n%w", err)
+		}
+		if len(defs) == 0 {
+			return fmt.Errorf("agents: no agent files (*.yaml, *.yml, *.json) in %s", f.agents)
+		}
+	}
 
 	// Bind first: a second server on a busy port fails here, before it
 	// opens the store or recovers governed runs.
@@ -309,7 +323,7 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 		MaxBodyBytes: f.maxBody, MaxInFlight: f.maxFlight, UIAPRateLimit: &limit, WebDemo: true,
 		Listener: ln, TLSListener: tlsLn, Logger: logger,
 	}
-	if err := governance(e, f, cfg, logger); err != nil {
+	if err := governance(e, f, cfg, defs, logger); err != nil {
 		return err
 	}
 	if f.auditLog != "" {

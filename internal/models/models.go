@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/demo"
 	"github.com/agentry-dev/agentry/internal/envname"
 	"github.com/agentry-dev/agentry/llm"
@@ -57,9 +58,12 @@ var providers = map[string]factory{
 		}
 		return openai.Compatible("compat", base, m, nil), nil
 	}},
-	"scripted": {"offline models: scripted:demo, or scripted:FILE playing a YAML/JSON script", func(m, _ string) (llm.ModelReference, error) {
-		if m == demo.ModelID {
+	"scripted": {"offline models: scripted:demo, scripted:support (the example support agent's), or scripted:FILE playing a YAML/JSON script", func(m, _ string) (llm.ModelReference, error) {
+		switch m {
+		case demo.ModelID:
 			return demo.Model().Ref(), nil
+		case builtin.SupportModelID:
+			return builtin.SupportModel().Ref(), nil
 		}
 		f, err := os.Open(m)
 		if err != nil {

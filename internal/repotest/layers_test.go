@@ -31,7 +31,7 @@ var bridges = []string{"workflow/uaipagent", "uicontrol/uiapagent", "messaging/u
 
 var (
 	runtimeLayer     = []string{"llm", "agent", "govern", "runs"}
-	compositionLayer = []string{"server", "store"}
+	compositionLayer = []string{"server", "store", "agentfile"}
 	binaryLayer      = []string{"cmd", "internal/cli"}
 )
 

@@ -1,0 +1,377 @@
+package agentfile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/agent/execution"
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/models"
+	"github.com/agentry-dev/agentry/internal/yamldoc"
+	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/server"
+	"github.com/agentry-dev/agentry/workflow"
+)
+
+// Options configure Build.
+type Options struct {
+	// Builtins are the tools a "builtin:" entry may name, declared for
+	// governance with govern.Declare; a builtin without a declaration is
+	// write_high_risk, as every undeclared tool is.
+	Builtins map[string]llm.Tool
+	// LookupEnv reads ${NAME} references, api_key_env and the
+	// <PROVIDER>_BASE_URL variables; nil is os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
+	// HTTPClient sends the webhooks' requests; nil uses a shared client
+	// with bounded timeouts that does not follow redirects.
+	HTTPClient *http.Client
+}
+
+// rollbackType is the type of the rollback actions of webhook tools
+// (UAICP rollback_action): the compensating call of the tool named by
+// the action's Target, "AGENT/TOOL".
+const rollbackType = "agentfile.webhook"
+
+// defaultMaxSteps bounds a run when limits.max_steps is not set.
+const defaultMaxSteps = 100
+
+// Build adds the agents defs define to cfg.Agents, each under governance
+// with its tools' tiers, and the rollback handler of their webhook tools
+// to cfg.Governance (created when nil). Every problem of every
+// definition is reported, each naming its file and line; on an error
+// cfg is left as it was.
+//
+// Tools of the kinds mcp, workflow, agent and uamp are read and checked
+// by Load but not built yet: Build refuses a definition that has one,
+// naming it.
+func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
+	if opts == nil {
+		opts = &Options{}
+	}
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	b := &builder{opts: opts, lookup: lookup, hooks: map[string]*workflow.Webhook{}}
+	var agents []server.Agent
+	var errs []*Error
+	for _, d := range defs {
+		a, e := b.agent(d)
+		errs = append(errs, e...)
+		if len(e) == 0 {
+			agents = append(agents, a)
+		}
+	}
+	if len(errs) > 0 {
+		out := make([]error, len(errs))
+		for i, e := range errs {
+			out[i] = e
+		}
+		return errors.Join(out...)
+	}
+	cfg.Agents = append(cfg.Agents, agents...)
+	if len(b.hooks) > 0 {
+		if cfg.Governance == nil {
+			cfg.Governance = &govern.Options{}
+		}
+		rb := make(map[string]govern.RollbackFunc, len(cfg.Governance.Rollbacks)+1)
+		for k, v := range cfg.Governance.Rollbacks {
+			rb[k] = v
+		}
+		rb[rollbackType] = b.rollback
+		cfg.Governance.Rollbacks = rb
+	}
+	return nil
+}
+
+type builder struct {
+	opts   *Options
+	lookup func(string) (string, bool)
+	// hooks are the compensating calls of the webhook tools, by
+	// "AGENT/TOOL".
+	hooks map[string]*workflow.Webhook
+}
+
+func (b *builder) expand(d *Definition, ptr, s string, errs *[]*Error) string {
+	v, err := yamldoc.ExpandEnv(s, b.lookup)
+	if err != nil {
+		*errs = append(*errs, d.errorAt(ptr, err.Error()))
+	}
+	return v
+}
+
+func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
+	var errs []*Error
+	s := &d.spec
+	ref, err := b.model(d)
+	if err != nil {
+		errs = append(errs, d.errorAt("/model", err.Error()))
+	}
+	o := agent.Options{}
+	o.Model = ref
+	o.System = s.Instructions
+	o.Params = map[string]any{}
+	for k, v := range s.Params {
+		o.Params[k] = v
+	}
+	if s.Limits.MaxTokens > 0 && err == nil {
+		for k, v := range models.MaxTokens(ref, s.Limits.MaxTokens) {
+			o.Params[k] = v
+		}
+	}
+	if len(o.Params) == 0 {
+		o.Params = nil
+	}
+	if s.OutputSchema != nil {
+		o.Structure = llm.Schema(s.OutputSchema)
+	}
+	steps := s.Limits.MaxSteps
+	if steps == 0 {
+		steps = defaultMaxSteps
+	}
+	switch s.Strategy {
+	case "", "loop":
+		o.Execution = execution.Loop(&execution.LoopOptions{MaxIterations: steps})
+	case "react":
+		o.Execution = execution.ReAct(&execution.ReActOptions{MaxSteps: steps})
+	case "plan":
+		p, err := execution.Plan(&execution.PlanOptions{MaxPlanSteps: steps})
+		if err != nil {
+			errs = append(errs, d.errorAt("/strategy", err.Error()))
+		}
+		o.Execution = p
+	}
+	if s.Limits.Timeout != nil {
+		errs = append(errs, d.errorAt("/limits/timeout", "limits.timeout is not supported by this version of agentry yet"))
+	}
+	for i := range s.Tools {
+		t, e := b.tool(d, i)
+		errs = append(errs, e...)
+		if len(e) == 0 {
+			o.Tools = append(o.Tools, t)
+		}
+	}
+	if s.Govern.Policy != "" {
+		errs = append(errs, d.errorAt("/govern/policy", "per-agent policies are not supported yet: give the policy to the server (agentry serve --policy)"))
+	}
+	return server.Agent{Name: d.name, Options: o,
+		Govern: govern.AgentOptions{Identity: govern.Identity{AgentID: "agent:" + d.name, OwnerID: "agentry:agents", ControlClass: govern.HumanSupervised}}}, errs
+}
+
+// model resolves the agent's model: base_url, api_key_env, and a
+// scripted model's file relative to the agent file.
+func (b *builder) model(d *Definition) (llm.ModelReference, error) {
+	s := &d.spec
+	spec := s.Model
+	if p, m, _ := strings.Cut(spec, ":"); p == "scripted" && isScriptFile(m) && !filepath.IsAbs(m) {
+		spec = "scripted:" + filepath.Join(filepath.Dir(d.file), m)
+	}
+	var errs []*Error
+	base := ""
+	if s.BaseURL != "" {
+		base = b.expand(d, "/base_url", s.BaseURL, &errs)
+	}
+	if len(errs) > 0 {
+		return llm.ModelReference{}, errors.New(errs[0].Message)
+	}
+	ref, err := models.Resolve(spec, base)
+	if err != nil {
+		return ref, err
+	}
+	if s.APIKeyEnv != "" {
+		key, ok := b.lookup(s.APIKeyEnv)
+		if !ok || key == "" {
+			return ref, fmt.Errorf("api_key_env: environment variable %s is not set", s.APIKeyEnv)
+		}
+		cfg := llm.ProviderConfig{}
+		if ref.Config != nil {
+			cfg = *ref.Config
+		}
+		cfg.APIKey = llm.StaticKey(key)
+		ref.Config = &cfg
+	}
+	return ref, nil
+}
+
+// isScriptFile reports whether a scripted model names a script file (a
+// path, or a name ending in .yaml, .yml or .json) rather than a model the
+// binary has built in (scripted:demo).
+func isScriptFile(m string) bool {
+	switch strings.ToLower(filepath.Ext(m)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return strings.ContainsAny(m, `/\`)
+}
+
+// tool builds tools[i].
+func (b *builder) tool(d *Definition, i int) (llm.Tool, []*Error) {
+	t := &d.spec.Tools[i]
+	ptr := toolPtr(i)
+	switch t.kind() {
+	case "builtin":
+		bt, ok := b.opts.Builtins[t.Builtin]
+		if !ok {
+			return llm.Tool{}, []*Error{d.errorAt(ptr+"/builtin", fmt.Sprintf("no builtin tool is named %q (have %s)", t.Builtin, strings.Join(sortedKeys(b.opts.Builtins), ", ")))}
+		}
+		decl, _ := govern.DeclarationOf(bt)
+		tier, err := d.tierFor(bt.Name, decl.Tier, true)
+		if err != nil {
+			return llm.Tool{}, []*Error{d.errorAt(ptr, err.Error())}
+		}
+		decl.Tier = tier
+		if tier == govern.WriteHighRisk && decl.Rollback == nil {
+			return llm.Tool{}, []*Error{d.errorAt(ptr, fmt.Sprintf("builtin %q is write_high_risk here but has no rollback", bt.Name))}
+		}
+		return govern.Declare(bt, decl), nil
+	case "webhook":
+		return b.webhook(d, i, ptr+"/webhook")
+	}
+	return llm.Tool{}, []*Error{d.errorAt(ptr, fmt.Sprintf("%s tools are not supported by this version of agentry yet", t.kind()))}
+}
+
+// tierFor is the tier of the tool named name: its own (declared) tier,
+// changed by the last govern.risk glob that matches. With onlyRaise, a
+// glob may make the tier stricter, never laxer (builtins and workflow
+// tasks declare what they do).
+func (d *Definition) tierFor(name string, own govern.Tier, onlyRaise bool) (govern.Tier, error) {
+	if own == 0 {
+		own = govern.WriteHighRisk
+	}
+	tier := own
+	for _, r := range d.risk {
+		if !matches(r.glob, name) {
+			continue
+		}
+		t, err := govern.ParseTier(r.tier)
+		if err != nil {
+			return 0, err
+		}
+		if onlyRaise && t < own {
+			return 0, fmt.Errorf("govern.risk %q would lower tool %q from %s to %s: a builtin or workflow task's tier can only be raised", r.glob, name, own, t)
+		}
+		tier = t
+	}
+	return tier, nil
+}
+
+// webhook builds a webhook tool: the call is the YAML workflows' webhook
+// (workflow.Webhook) with the tool's name as the task and the agent's as
+// the workflow, its result the tool's result.
+func (b *builder) webhook(d *Definition, i int, ptr string) (llm.Tool, []*Error) {
+	w := d.spec.Tools[i].Webhook
+	var errs []*Error
+	hook := b.call(d, &w.fileCall, ptr, &errs)
+	hook.Idempotent = w.Idempotent
+	if !w.Idempotent {
+		hook.Retries = -1
+	}
+	run, err := workflow.NewWebhookFunc(hook)
+	if err != nil && len(errs) == 0 {
+		errs = append(errs, d.errorAt(ptr+"/url", err.Error()))
+	}
+	own := govern.WriteLowRisk
+	if w.Risk != "" {
+		own, _ = govern.ParseTier(w.Risk) // the schema checked it
+	}
+	tier, err := d.tierFor(w.Name, own, false)
+	if err != nil {
+		errs = append(errs, d.errorAt(ptr, err.Error()))
+	}
+	decl := govern.Declaration{Tier: tier}
+	if w.Rollback != nil {
+		rb := b.call(d, w.Rollback, ptr+"/rollback", &errs)
+		rb.Retries = -1
+		if _, err := workflow.NewWebhookFunc(rb); err != nil && len(errs) == 0 {
+			errs = append(errs, d.errorAt(ptr+"/rollback/url", err.Error()))
+		}
+		target := d.name + "/" + w.Name
+		b.hooks[target] = rb
+		decl.Rollback = func(_ context.Context, c govern.Call) (*govern.RollbackAction, error) {
+			return &govern.RollbackAction{Type: rollbackType, Target: target, Payload: c.Args}, nil
+		}
+	}
+	if len(errs) > 0 {
+		return llm.Tool{}, errs
+	}
+	params := llm.Schema(w.InputSchema)
+	if params == nil {
+		params = llm.Schema{"type": "object"}
+	}
+	agentName := d.name
+	tool := llm.Tool{Name: w.Name, Description: w.Description, Parameters: params,
+		Run: func(ctx context.Context, args map[string]any) (any, error) {
+			req := &workflow.TaskRequest{Workflow: agentName, Task: w.Name, Args: args, State: map[string]any{}}
+			if c, ok := govern.CallFrom(ctx); ok {
+				req.SessionID = c.RequestID
+			}
+			resp, err := run(ctx, req)
+			if err != nil {
+				return nil, toolError(err)
+			}
+			return resp.Result, nil
+		}}
+	return govern.Declare(tool, decl), nil
+}
+
+// call builds the webhook of a call: ${NAME} expanded in the URL and the
+// headers, the URL checked.
+func (b *builder) call(d *Definition, c *fileCall, ptr string, errs *[]*Error) *workflow.Webhook {
+	h := &workflow.Webhook{Method: c.Method, Client: b.opts.HTTPClient}
+	h.URL = b.expand(d, ptr+"/url", c.URL, errs)
+	if u, err := url.Parse(h.URL); h.URL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		*errs = append(*errs, d.errorAt(ptr+"/url", "must be an absolute http or https URL"))
+	}
+	h.Timeout, _ = duration(c.Timeout) // Load checked it
+	if len(c.Headers) > 0 {
+		h.Header = http.Header{}
+		for _, k := range sortedKeys(c.Headers) {
+			h.Header.Add(k, b.expand(d, ptr+"/headers/"+yamldoc.EscapePointer(k), c.Headers[k], errs))
+		}
+	}
+	return h
+}
+
+// rollback runs the compensating call of a webhook tool's rollback
+// action, given the original arguments.
+func (b *builder) rollback(ctx context.Context, a govern.RollbackAction) error {
+	hook, ok := b.hooks[a.Target]
+	if !ok {
+		return fmt.Errorf("agentfile: no rollback for tool %q", a.Target)
+	}
+	run, err := workflow.NewWebhookFunc(hook)
+	if err != nil {
+		return err
+	}
+	agentName, tool, _ := strings.Cut(a.Target, "/")
+	args, _ := a.Payload.(map[string]any)
+	_, err = run(ctx, &workflow.TaskRequest{Workflow: agentName, Task: tool, Args: args, State: map[string]any{}})
+	return err
+}
+
+// toolError is the error the model sees for a failed webhook: the
+// detail a 4xx answer gave, or that the service is unavailable.
+func toolError(err error) error {
+	var we *workflow.Error
+	if errors.As(err, &we) {
+		return errors.New(we.Detail)
+	}
+	return err
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

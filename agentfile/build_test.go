@@ -1,0 +1,313 @@
+package agentfile_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentry-dev/agentry/agentfile"
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/runs"
+	"github.com/agentry-dev/agentry/server"
+	"github.com/agentry-dev/agentry/store"
+)
+
+// hooks is a webhook receiver that records the calls it gets.
+type hooks struct {
+	mu    sync.Mutex
+	calls []string // "PATH task args"
+}
+
+func (h *hooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Task string         `json:"task"`
+		Args map[string]any `json:"args"`
+	}
+	b, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(b, &req); err != nil {
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	args, _ := json.Marshal(req.Args)
+	h.mu.Lock()
+	h.calls = append(h.calls, r.URL.Path+" "+req.Task+" "+string(args))
+	h.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/lookup":
+		io.WriteString(w, `{"result": {"order": "o-1", "status": "shipped"}}`)
+	case "/missing":
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, `{"detail": "no such order"}`)
+	default:
+		io.WriteString(w, `{"result": "ok"}`)
+	}
+}
+
+func (h *hooks) got() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.calls...)
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// agentDir writes agent files and their scripts into a directory.
+func agentDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for n, c := range files {
+		write(t, dir, n, c)
+	}
+	return dir
+}
+
+func startServer(t *testing.T, dir string, opts *agentfile.Options, pub ed25519.PublicKey) *server.Server {
+	t.Helper()
+	defs, err := agentfile.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), "memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := govern.NewKeyring()
+	if pub != nil {
+		if _, err := keys.Add("alice", pub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := &server.Config{Store: st, Logger: quiet, Governance: &govern.Options{Keyring: keys}}
+	if err := agentfile.Build(cfg, defs, opts); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()); st.Close() })
+	return srv
+}
+
+func waitRun(t *testing.T, srv *server.Server, agentName, input string) *runs.Run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a safety net far beyond the work
+	defer cancel()
+	run, err := srv.Runs().Start(ctx, &runs.StartParams{Agent: agentName, Input: input})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, err = srv.Runs().Wait(ctx, run.RequestID); err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// A defined agent runs under governance: a read_only webhook runs and
+// its result reaches the model; a webhook's refusal is a tool error the
+// model sees; the run delivers.
+func TestBuild_WebhookToolsRunGoverned(t *testing.T) {
+	h := &hooks{}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	t.Setenv("HOOK_BASE", hs.URL)
+	dir := agentDir(t, map[string]string{
+		"orders.yaml": `description: Looks orders up
+model: scripted:scripts/orders.yaml
+tools:
+  - webhook: {name: lookup_order, url: "${HOOK_BASE}/lookup", risk: read_only,
+              input_schema: {type: object, properties: {order_id: {type: string}}}}
+  - webhook: {name: lookup_missing, url: "${HOOK_BASE}/missing", risk: read_only}
+`,
+		"scripts/orders.yaml": `steps:
+  - tool_calls:
+      - {id: c1, name: lookup_order, arguments: {order_id: o-1}}
+      - {id: c2, name: lookup_missing, arguments: {order_id: o-9}}
+  - text: "o-1 is shipped; o-9 does not exist"
+`})
+	srv := startServer(t, dir, nil, nil)
+	run := waitRun(t, srv, "orders", "where are o-1 and o-9?")
+	if run.Status != runs.Delivered || run.Output != "o-1 is shipped; o-9 does not exist" {
+		t.Fatalf("run %+v", run)
+	}
+	got := h.got()
+	if len(got) != 2 || !contains(got, `/lookup lookup_order {"order_id":"o-1"}`) || !contains(got, `/missing lookup_missing {"order_id":"o-9"}`) {
+		t.Errorf("webhook calls %q", got)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// A write_high_risk webhook waits for an approval: the run pauses and
+// the webhook is not called; once approved the run resumes, the call
+// runs once, and the run delivers. The tool's rollback is the declared
+// compensating call, given the original arguments.
+func TestBuild_HighRiskWebhookPausesForApproval(t *testing.T) {
+	h := &hooks{}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	dir := agentDir(t, map[string]string{
+		"refunds.yaml": `model: scripted:scripts/refunds.yaml
+tools:
+  - webhook:
+      name: refund_order
+      url: "` + hs.URL + `/refund"
+      risk: write_high_risk
+      rollback: {url: "` + hs.URL + `/reverse"}
+`,
+		"scripts/refunds.yaml": `steps:
+  - tool_calls: [{id: c1, name: refund_order, arguments: {order_id: o-1}}]
+  - text: "refunded o-1"
+`})
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	srv := startServer(t, dir, nil, pub)
+	run := waitRun(t, srv, "refunds", "refund o-1")
+	if run.Status != runs.Paused || len(run.PendingApprovals) != 1 {
+		t.Fatalf("run %+v, want paused for one approval", run)
+	}
+	if got := h.got(); len(got) != 0 {
+		t.Fatalf("the high-risk webhook ran before its approval: %q", got)
+	}
+	ctx := context.Background()
+	req, err := srv.Governor().Approval(ctx, run.PendingApprovals[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Tool != "refund_order" || req.Tier != govern.WriteHighRisk || req.Rollback == nil || req.Rollback.Type != "agentfile.webhook" {
+		t.Errorf("approval request %+v", req)
+	}
+	now := time.Now()
+	tok, err := govern.SignApproval(priv, govern.ApprovalClaims{Issuer: "alice", Audience: govern.TokenAudience, ID: "jti-1",
+		IssuedAt: now.Unix(), Expiry: now.Add(time.Hour).Unix(), Binding: req.Binding()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Governor().Decide(ctx, req.ID, govern.ApprovalInput{Approve: true, Token: tok}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		got, err := srv.Runs().Wait(wctx, run.RequestID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Settled() {
+			if got.Status != runs.Delivered || got.Output != "refunded o-1" {
+				t.Fatalf("after the approval: %+v", got)
+			}
+			break
+		}
+	}
+	if got := h.got(); len(got) != 1 || got[0] != `/refund refund_order {"order_id":"o-1"}` {
+		t.Errorf("webhook calls %q, want the refund once", got)
+	}
+}
+
+// The rollback handler Build registers calls the compensating webhook
+// with the original arguments.
+func TestBuild_RollbackCallsTheCompensatingWebhook(t *testing.T) {
+	h := &hooks{}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	d, err := agentfile.Load(strings.NewReader(`model: scripted:demo
+tools:
+  - webhook: {name: pay, url: "`+hs.URL+`/pay", risk: write_high_risk, rollback: {url: "`+hs.URL+`/unpay"}}
+`), "payer.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &server.Config{}
+	if err := agentfile.Build(cfg, []*agentfile.Definition{d}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tool := cfg.Agents[0].Options.Tools[0]
+	decl, ok := govern.DeclarationOf(tool)
+	if !ok || decl.Tier != govern.WriteHighRisk || decl.Rollback == nil {
+		t.Fatalf("declaration %+v, %v", decl, ok)
+	}
+	action, err := decl.Rollback(context.Background(), govern.Call{ID: "c1", Args: map[string]any{"amount": 5.0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Governance.Rollbacks[action.Type](context.Background(), *action); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.got(); len(got) != 1 || got[0] != `/unpay pay {"amount":5}` {
+		t.Errorf("webhook calls %q", got)
+	}
+}
+
+// TestBuild_Errors: what only Build can know — the environment, the
+// builtins it is given — is a file:line error; nothing is added.
+func TestBuild_Errors(t *testing.T) {
+	builtins := map[string]llm.Tool{
+		"calculate": govern.Declare(llm.Tool{Name: "calculate", Parameters: llm.Schema{"type": "object"}}, govern.Declaration{Tier: govern.ReadOnly}),
+		"wipe":      govern.Declare(llm.Tool{Name: "wipe", Parameters: llm.Schema{"type": "object"}}, govern.Declaration{Tier: govern.WriteLowRisk}),
+	}
+	for _, c := range []struct{ name, file, want string }{
+		{"unset variable", "model: scripted:demo\ntools:\n  - webhook: {name: a, url: 'http://${NO_SUCH_VAR_X}/a'}\n", `a.yaml:3: /tools/0/webhook/url: environment variable NO_SUCH_VAR_X is not set`},
+		{"unset key variable", "model: scripted:demo\napi_key_env: NO_SUCH_KEY_X\n", `a.yaml:1: /model: api_key_env: environment variable NO_SUCH_KEY_X is not set`},
+		{"not a URL", "model: scripted:demo\ntools:\n  - webhook: {name: a, url: 'ftp://x/a'}\n", `a.yaml:3: /tools/0/webhook/url: must be an absolute http or https URL`},
+		{"unknown builtin", "model: scripted:demo\ntools:\n  - builtin: shell\n", `a.yaml:3: /tools/0/builtin: no builtin tool is named "shell" (have calculate, wipe)`},
+		{"lowering a builtin", "model: scripted:demo\ntools:\n  - builtin: wipe\ngovern:\n  risk: {wipe: read_only}\n", `would lower tool "wipe" from write_low_risk to read_only`},
+		{"no scripted file", "model: scripted:nope.yaml\n", `a.yaml:1: /model: scripted: open`},
+		{"mcp", "model: scripted:demo\ntools:\n  - mcp: {command: [x]}\n", `a.yaml:3: /tools/0: mcp tools are not supported by this version of agentry yet`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := agentfile.Load(strings.NewReader(c.file), "a.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := &server.Config{}
+			err = agentfile.Build(cfg, []*agentfile.Definition{d}, &agentfile.Options{Builtins: builtins})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v\nwant it to contain %q", err, c.want)
+			}
+			if len(cfg.Agents) != 0 || cfg.Governance != nil {
+				t.Errorf("a failed Build changed cfg: %+v", cfg)
+			}
+		})
+	}
+}
+
+// A builtin keeps its declared tier; govern.risk may raise it.
+func TestBuild_BuiltinTiers(t *testing.T) {
+	builtins := map[string]llm.Tool{"calculate": govern.Declare(llm.Tool{Name: "calculate", Parameters: llm.Schema{"type": "object"}}, govern.Declaration{Tier: govern.ReadOnly})}
+	for _, c := range []struct {
+		file string
+		want govern.Tier
+	}{
+		{"model: scripted:demo\ntools: [{builtin: calculate}]\n", govern.ReadOnly},
+		{"model: scripted:demo\ntools: [{builtin: calculate}]\ngovern: {risk: {'calc*': write_low_risk}}\n", govern.WriteLowRisk},
+	} {
+		d, err := agentfile.Load(strings.NewReader(c.file), "a.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &server.Config{}
+		if err := agentfile.Build(cfg, []*agentfile.Definition{d}, &agentfile.Options{Builtins: builtins}); err != nil {
+			t.Fatal(err)
+		}
+		if decl, _ := govern.DeclarationOf(cfg.Agents[0].Options.Tools[0]); decl.Tier != c.want {
+			t.Errorf("%q: tier %s, want %s", c.file, decl.Tier, c.want)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+// Package agentfile reads agent files — one agent per YAML or JSON file:
+// its model, instructions, strategy, limits and tools, each tool with a
+// UAICP risk tier — and adds the agents they define to a server.Config,
+// where they run under governance like any agent of the server.
+//
+//	defs, err := agentfile.LoadDir("agents")       // every problem, with file and line
+//	cfg := &server.Config{Store: st}
+//	err = agentfile.Build(cfg, defs, &agentfile.Options{Builtins: tools})
+//	srv, err := server.New(ctx, cfg)                // POST /v1/runs {"agent": "support", …}
+//
+// The format is documented key by key in docs/agents.md, and
+// docs/agent.schema.json is its JSON Schema for editors. Loading is
+// strict: unknown keys, wrong types, unknown tool kinds or providers, two
+// tools with one name, a write_high_risk tool without a rollback, a
+// sub-agent cycle — each is an error naming the file and the line, and
+// nothing is half-loaded.
+//
+// Tool kinds built today: builtin (a tool the program provides, by
+// name) and webhook (an HTTP endpoint called as the YAML workflows' webhooks
+// are, with an optional compensating call as its UAICP rollback_action).
+// The kinds mcp, workflow, agent and uamp are read and checked but not
+// built yet: Build refuses them, naming the file and line.
+package agentfile
