@@ -27,6 +27,9 @@ type runFlags struct {
 	maxSteps int
 	jsonOut  bool
 	noStream bool
+	// agent names an agent file (agentfile) to run under governance;
+	// agents is the directory a bare name is looked up in.
+	agent, agents string
 }
 
 func runCmd(e *env) *cobra.Command {
@@ -54,7 +57,16 @@ addresses are as for agentry llm. ` + baseURLHelp,
   agentry run --strategy plan -m scripted:examples/scripted/plan.yaml "Summarise the incident"
   agentry run --session 6f1c… "and in Rome?"        # continue a conversation
   agentry run --session 6f1c…                        # resume an interrupted run`,
-		RunE: func(cmd *cobra.Command, args []string) error { return runAgent(cmd.Context(), e, &f, args) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.agent != "" {
+				for _, n := range []string{"model", "system", "base-url", "tools", "strategy", "session", "max-steps", "json", "no-stream"} {
+					if fl := cmd.Flags().Lookup(n); fl != nil && fl.Changed {
+						return usageError("--agent takes the model, tools, strategy and limits from its file: drop --%s", n)
+					}
+				}
+			}
+			return runAgent(cmd.Context(), e, &f, args)
+		},
 	}
 	fl := cmd.Flags()
 	f.register(fl)
@@ -64,6 +76,8 @@ addresses are as for agentry llm. ` + baseURLHelp,
 	fl.IntVar(&f.maxSteps, "max-steps", 100, "stop after this many steps; 0 for no limit (the SDK's default: the command line keeps a guard)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the raw event stream as JSON lines")
 	fl.BoolVar(&f.noStream, "no-stream", false, "wait for the result instead of streaming")
+	fl.StringVar(&f.agent, "agent", "", "run the agent an agent file defines (a path, or a NAME in --agents), under governance, on --store")
+	fl.StringVar(&f.agents, "agents", "", "the directory of agent files --agent NAME is looked up in")
 	return cmd
 }
 
@@ -90,6 +104,9 @@ func openCheckpoints(ctx context.Context, url string) (agent.CheckpointStore, fu
 }
 
 func runAgent(ctx context.Context, e *env, f *runFlags, args []string) error {
+	if f.agent != "" {
+		return runDefined(ctx, e, f, args)
+	}
 	var prompt string
 	if len(args) > 0 || f.session == "" { // a session alone resumes
 		p, err := readPrompt(e, args)
