@@ -55,6 +55,10 @@ func TestRunDefinedAgent(t *testing.T) {
 	if code != 3 || out != "" || !strings.Contains(errs, "is paused: a write_high_risk call waits for approval") {
 		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errs)
 	}
+	code, _, errs = runCLI(t, "", "run", "--agent", "../../examples/agents/support.yaml", "refund o-1001")
+	if code != 3 || !strings.Contains(errs, "it was kept in memory and ends here") {
+		t.Fatalf("without --store: exit %d\nstderr %s", code, errs)
+	}
 	if code, _, errs = runCLI(t, "", "run", "--agent", "../../examples/agents/calculator.yaml", "-m", "scripted:demo", "hi"); code != 2 || !strings.Contains(errs, "drop --model") {
 		t.Errorf("--agent with -m: exit %d: %s", code, errs)
 	}

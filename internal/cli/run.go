@@ -30,6 +30,9 @@ type runFlags struct {
 	// agent names an agent file (agentfile) to run under governance;
 	// agents is the directory a bare name is looked up in.
 	agent, agents string
+	// storeSet: --store was given (run --agent keeps its runs in memory
+	// otherwise, away from a server's store).
+	storeSet bool
 }
 
 func runCmd(e *env) *cobra.Command {
@@ -65,6 +68,7 @@ addresses are as for agentry llm. ` + baseURLHelp,
 					}
 				}
 			}
+			f.storeSet = cmd.Flags().Changed("store")
 			return runAgent(cmd.Context(), e, &f, args)
 		},
 	}
@@ -76,7 +80,7 @@ addresses are as for agentry llm. ` + baseURLHelp,
 	fl.IntVar(&f.maxSteps, "max-steps", 100, "stop after this many steps; 0 for no limit (the SDK's default: the command line keeps a guard)")
 	fl.BoolVar(&f.jsonOut, "json", false, "print the raw event stream as JSON lines")
 	fl.BoolVar(&f.noStream, "no-stream", false, "wait for the result instead of streaming")
-	fl.StringVar(&f.agent, "agent", "", "run the agent an agent file defines (a path, or a NAME in --agents), under governance, on --store")
+	fl.StringVar(&f.agent, "agent", "", "run the agent an agent file defines (a path, or a NAME in --agents), under governance; its runs are kept in memory unless --store is given")
 	fl.StringVar(&f.agents, "agents", "", "the directory of agent files --agent NAME is looked up in")
 	return cmd
 }

@@ -16,9 +16,10 @@ import (
 	"github.com/agentry-dev/agentry/server"
 )
 
-// runDefined runs the agent of an agent file once, under governance, on
-// the store of --store: the answer goes to stdout. A run that waits for
-// an approval stays paused in the store: agentry serve on the same store
+// runDefined runs the agent of an agent file once, under governance: the
+// answer goes to stdout. Without --store the run is kept in memory, away
+// from the store a running server may own; with it, a run that waits for
+// an approval stays paused there, and agentry serve on that store
 // resumes it once an approver decides.
 func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 	prompt, err := readPrompt(e, args)
@@ -29,7 +30,11 @@ func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, f.store, "")
+	url := "memory:"
+	if f.storeSet {
+		url = f.store
+	}
+	st, err := openStore(ctx, url, "")
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
@@ -66,6 +71,12 @@ func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 		fmt.Fprintf(e.stderr, "— %s · run %s delivered\n", def.Name, run.RequestID)
 		return nil
 	case runs.Paused:
+		if !f.storeSet {
+			fmt.Fprintf(e.stderr, "agentry: run %s is paused: a write_high_risk call waits for approval (%s); it was kept in memory and ends here.\n"+
+				"Give --store to keep it, then serve that store (agentry serve --agents DIR --store URL) and approve it (agentry approve ID).\n",
+				run.RequestID, strings.Join(run.PendingApprovals, ", "))
+			return &exitError{code: 3, err: fmt.Errorf("run %s paused for approval", run.RequestID), quiet: true}
+		}
 		fmt.Fprintf(e.stderr, "agentry: run %s is paused: a write_high_risk call waits for approval (%s).\n"+
 			"Serve the store (agentry serve --agents DIR --store %s) and approve it (agentry approve ID); the run then resumes there.\n",
 			run.RequestID, strings.Join(run.PendingApprovals, ", "), f.store)
