@@ -40,7 +40,7 @@ func (l *ledger) revert(ctx context.Context, a govern.RollbackAction) error {
 
 type agentFixture struct {
 	g      *govern.Governor
-	j      *govern.MemoryJournal
+	j      govern.Journal
 	priv   ed25519.PrivateKey
 	ledger *ledger
 	opts   govern.Options

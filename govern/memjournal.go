@@ -7,21 +7,23 @@ import (
 	"sync"
 )
 
-// MemoryJournal is a Journal in memory: chained and checked like the
-// others, but gone with the process. It is the journal of a Governor
-// without Options.Journal, and useful in tests.
-type MemoryJournal struct {
+// memoryJournal is NewMemoryJournal's journal.
+type memoryJournal struct {
 	mu     sync.RWMutex
 	recs   []Record
 	unique map[string]bool
 	closed bool
 }
 
-// NewMemoryJournal returns an empty in-memory journal.
-func NewMemoryJournal() *MemoryJournal { return &MemoryJournal{unique: map[string]bool{}} }
+// NewMemoryJournal returns an empty Journal in memory: chained and
+// checked like the others, but gone with the process. It is the journal
+// of a Governor without Options.Journal, and useful in tests.
+func NewMemoryJournal() Journal { return newMemoryJournal() }
+
+func newMemoryJournal() *memoryJournal { return &memoryJournal{unique: map[string]bool{}} }
 
 // Append implements Journal; sync has no meaning in memory.
-func (j *MemoryJournal) Append(ctx context.Context, _ bool, recs ...*Record) error {
+func (j *memoryJournal) Append(ctx context.Context, _ bool, recs ...*Record) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.closed {
@@ -57,7 +59,7 @@ func (j *MemoryJournal) Append(ctx context.Context, _ bool, recs ...*Record) err
 }
 
 // Records implements Journal.
-func (j *MemoryJournal) Records(ctx context.Context, from uint64) iter.Seq2[Record, error] {
+func (j *memoryJournal) Records(ctx context.Context, from uint64) iter.Seq2[Record, error] {
 	return func(yield func(Record, error) bool) {
 		if from == 0 {
 			from = 1
@@ -87,7 +89,7 @@ func (j *MemoryJournal) Records(ctx context.Context, from uint64) iter.Seq2[Reco
 }
 
 // Close implements Journal.
-func (j *MemoryJournal) Close() error {
+func (j *memoryJournal) Close() error {
 	j.mu.Lock()
 	j.closed = true
 	j.mu.Unlock()

@@ -1,6 +1,6 @@
 // Package journaltest is the conformance suite of govern.Journal, the
 // hash-chained audit journal of UAICP 0.3 (github.com/UAICP/uaicp §5.4):
-// every implementation — govern.MemoryJournal, the file journal of
+// every implementation — govern.NewMemoryJournal's, the file journal of
 // internal/journal, internal/sqlstore, internal/memstore — passes Run, as every
 // slog handler passes testing/slogtest. A durable journal also passes
 // RunDurable, which closes and reopens it.

@@ -33,7 +33,7 @@ type Store struct {
 	sessions    *sessions
 
 	journalOnce sync.Once
-	journal     *govern.MemoryJournal
+	journal     govern.Journal
 }
 
 // New returns an empty store.
@@ -47,7 +47,7 @@ func New() *Store {
 // every store (agent.ValidateSessionID).
 func (s *Store) Checkpoints() agent.CheckpointStore { return s.checkpoints }
 
-// Journal returns the store's govern.Journal: a govern.MemoryJournal,
+// Journal returns the store's govern.Journal: govern.NewMemoryJournal's,
 // created at the first call, the same one on every call. Closing it
 // closes it for every user of the store.
 func (s *Store) Journal() govern.Journal {
