@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -49,9 +50,10 @@ const defaultMaxSteps = 100
 // definition is reported, each naming its file and line; on an error
 // cfg is left as it was.
 //
-// Tools of the kinds mcp, workflow, agent and uamp are read and checked
-// by Load but not built yet: Build refuses a definition that has one,
-// naming it.
+// A sub-agent tool (agent:) must name one of defs; it is built by
+// server.New (server.Agent.Prepare), governed by the server's governor.
+// Tools of the kinds mcp, workflow and uamp are read and checked by Load
+// but not built yet: Build refuses a definition that has one, naming it.
 func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 	if opts == nil {
 		opts = &Options{}
@@ -60,7 +62,11 @@ func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 	if lookup == nil {
 		lookup = os.LookupEnv
 	}
-	b := &builder{opts: opts, lookup: lookup, hooks: map[string]*workflow.Webhook{}}
+	b := &builder{opts: opts, lookup: lookup, hooks: map[string]*workflow.Webhook{},
+		defs: map[string]*Definition{}, built: map[string]server.Agent{}}
+	for _, d := range defs {
+		b.defs[d.name] = d
+	}
 	var agents []server.Agent
 	var errs []*Error
 	for _, d := range defs {
@@ -68,6 +74,7 @@ func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 		errs = append(errs, e...)
 		if len(e) == 0 {
 			agents = append(agents, a)
+			b.built[d.name] = a
 		}
 	}
 	if len(errs) > 0 {
@@ -98,6 +105,10 @@ type builder struct {
 	// hooks are the compensating calls of the webhook tools, by
 	// "AGENT/TOOL".
 	hooks map[string]*workflow.Webhook
+	// defs are the definitions being built, and built their agents, by
+	// name: what sub-agent tools refer to.
+	defs  map[string]*Definition
+	built map[string]server.Agent
 }
 
 func (b *builder) expand(d *Definition, ptr, s string, errs *[]*Error) string {
@@ -152,7 +163,13 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 	if s.Limits.Timeout != nil {
 		errs = append(errs, d.errorAt("/limits/timeout", "limits.timeout is not supported by this version of agentry yet"))
 	}
+	var subs []int // the sub-agent tools, built once the governor is known
 	for i := range s.Tools {
+		if s.Tools[i].Agent != "" {
+			errs = append(errs, b.checkSubagent(d, i)...)
+			subs = append(subs, i)
+			continue
+		}
 		t, e := b.tool(d, i)
 		errs = append(errs, e...)
 		if len(e) == 0 {
@@ -162,8 +179,79 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 	if s.Govern.Policy != "" {
 		errs = append(errs, d.errorAt("/govern/policy", "per-agent policies are not supported yet: give the policy to the server (agentry serve --policy)"))
 	}
-	return server.Agent{Name: d.name, Options: o,
-		Govern: govern.AgentOptions{Identity: govern.Identity{AgentID: "agent:" + d.name, OwnerID: "agentry:agents", ControlClass: govern.HumanSupervised}}}, errs
+	a := server.Agent{Name: d.name, Options: o,
+		Govern: govern.AgentOptions{Identity: govern.Identity{AgentID: "agent:" + d.name, OwnerID: "agentry:agents", ControlClass: govern.HumanSupervised}}}
+	if len(subs) > 0 {
+		a.Prepare = func(g *govern.Governor, o *agent.Options) error {
+			tools := slices.Clip(o.Tools)
+			for _, i := range subs {
+				t, err := b.subagentTool(g, d, i)
+				if err != nil {
+					return err
+				}
+				tools = append(tools, t)
+			}
+			o.Tools = tools
+			return nil
+		}
+	}
+	return a, errs
+}
+
+// subagentSchema is the parameters of a sub-agent tool: the task, as
+// its input.
+var subagentSchema = llm.Schema{"type": "object", "additionalProperties": false, "required": []any{"input"},
+	"properties": map[string]any{"input": map[string]any{"type": "string", "description": "What the agent is asked to do."}}}
+
+// checkSubagent checks what Build can of the sub-agent tool tools[i]:
+// the agent it names is built too, and its tier has no rollback to need.
+func (b *builder) checkSubagent(d *Definition, i int) []*Error {
+	name := d.spec.Tools[i].Agent
+	ptr := toolPtr(i) + "/agent"
+	if _, ok := b.defs[name]; !ok {
+		return []*Error{d.errorAt(ptr, fmt.Sprintf("agent %q is not among the agents built (load its directory with LoadDir)", name))}
+	}
+	tier, err := d.tierFor(name, govern.WriteLowRisk, false)
+	if err != nil {
+		return []*Error{d.errorAt(ptr, err.Error())}
+	}
+	if tier == govern.WriteHighRisk {
+		return []*Error{d.errorAt(ptr, fmt.Sprintf("sub-agent %q cannot be write_high_risk: it has no rollback (its own high-risk tools are governed by its own file)", name))}
+	}
+	return nil
+}
+
+// subagentTool builds the sub-agent tool tools[i] of d: the agent it
+// names, governed by g — each call a child run — as a tool (UAP-1.1 §8).
+func (b *builder) subagentTool(g *govern.Governor, d *Definition, i int) (llm.Tool, error) {
+	name := d.spec.Tools[i].Agent
+	sa, ok := b.built[name]
+	if !ok {
+		return llm.Tool{}, fmt.Errorf("sub-agent %q was not built", name)
+	}
+	o := sa.Options
+	if sa.Prepare != nil {
+		if err := sa.Prepare(g, &o); err != nil {
+			return llm.Tool{}, err
+		}
+	}
+	gov := sa.Govern
+	gov.Name = name
+	o.Middleware = append(slices.Clip(o.Middleware), g.Middleware(&gov))
+	sub, err := agent.New(&o)
+	if err != nil {
+		return llm.Tool{}, fmt.Errorf("sub-agent %q: %w", name, err)
+	}
+	desc := b.defs[name].spec.Description
+	if desc == "" {
+		desc = "Asks the agent " + name + " to do a task and returns its answer."
+	}
+	tool, err := agent.SubagentTool(sub, &agent.SubagentOptions{Name: name, Description: desc, Parameters: subagentSchema})
+	if err != nil {
+		return llm.Tool{}, err
+	}
+	tier, _ := d.tierFor(name, govern.WriteLowRisk, false) // checkSubagent checked it
+	return govern.Declare(tool, govern.Declaration{Tier: tier}), nil
 }
 
 // model resolves the agent's model: base_url, api_key_env, and a

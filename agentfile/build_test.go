@@ -311,3 +311,39 @@ func TestBuild_BuiltinTiers(t *testing.T) {
 		}
 	}
 }
+
+// A sub-agent tool runs another agent of the directory as a governed
+// child run: its own tools are governed by its own file, its answer is
+// the tool's result.
+func TestBuild_SubagentTool(t *testing.T) {
+	h := &hooks{}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	dir := agentDir(t, map[string]string{
+		"boss.yaml": `description: Delegates
+model: scripted:scripts/boss.yaml
+tools:
+  - agent: helper
+`,
+		"helper.yaml": `description: Looks orders up
+model: scripted:scripts/helper.yaml
+tools:
+  - webhook: {name: lookup_order, url: "` + hs.URL + `/lookup", risk: read_only}
+`,
+		"scripts/boss.yaml": `steps:
+  - tool_calls: [{id: b1, name: helper, arguments: {input: "status of o-1"}}]
+  - text: "the helper says: shipped"
+`,
+		"scripts/helper.yaml": `steps:
+  - tool_calls: [{id: h1, name: lookup_order, arguments: {order_id: o-1}}]
+  - text: "shipped"
+`})
+	srv := startServer(t, dir, nil, nil)
+	run := waitRun(t, srv, "boss", "what about o-1?")
+	if run.Status != runs.Delivered || run.Output != "the helper says: shipped" {
+		t.Fatalf("run %+v", run)
+	}
+	if got := h.got(); len(got) != 1 || got[0] != `/lookup lookup_order {"order_id":"o-1"}` {
+		t.Errorf("webhook calls %q", got)
+	}
+}

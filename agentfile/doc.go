@@ -16,8 +16,10 @@
 // nothing is half-loaded.
 //
 // Tool kinds built today: builtin (a tool the program provides, by
-// name) and webhook (an HTTP endpoint called as the YAML workflows' webhooks
-// are, with an optional compensating call as its UAICP rollback_action).
-// The kinds mcp, workflow, agent and uamp are read and checked but not
-// built yet: Build refuses them, naming the file and line.
+// name), webhook (an HTTP endpoint called as the YAML workflows' webhooks
+// are, with an optional compensating call as its UAICP rollback_action)
+// and agent (another agent of the directory as a sub-agent, each call a
+// governed child run). The kinds mcp, workflow and uamp are read and
+// checked but not built yet: Build refuses them, naming the file and
+// line.
 package agentfile

@@ -114,6 +114,10 @@ type Agent struct {
 	// Govern names the agent's runs in the journal: their task class
 	// and identity. Its Name is set to Name.
 	Govern govern.AgentOptions
+	// Prepare, when set, is called with the governor before the agent
+	// is built, to finish Options with what needs the governor: a
+	// sub-agent whose runs are governed child runs. An error fails New.
+	Prepare func(g *govern.Governor, o *agent.Options) error
 }
 
 // AuditExport exports the governance journal to Sink (audit.Exporter,

@@ -230,6 +230,11 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	agents := make(map[string]*agent.Agent, len(s.cfg.Agents))
 	for _, a := range s.cfg.Agents {
 		o := a.Options
+		if a.Prepare != nil {
+			if err := a.Prepare(g, &o); err != nil {
+				return fmt.Errorf("agent %q: %w", a.Name, err)
+			}
+		}
 		gov := a.Govern
 		gov.Name = a.Name
 		o.Middleware = append(slices.Clip(o.Middleware), g.Middleware(&gov))
