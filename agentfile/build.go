@@ -10,16 +10,19 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/agent/execution"
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/mcptools"
 	"github.com/agentry-dev/agentry/internal/models"
 	"github.com/agentry-dev/agentry/internal/yamldoc"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/server"
 	"github.com/agentry-dev/agentry/workflow"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Options configure Build.
@@ -52,8 +55,10 @@ const defaultMaxSteps = 100
 //
 // A sub-agent tool (agent:) must name one of defs; it is built by
 // server.New (server.Agent.Prepare), governed by the server's governor.
-// Tools of the kinds mcp, workflow and uamp are read and checked by Load
-// but not built yet: Build refuses a definition that has one, naming it.
+// An MCP server is reached at the first step that needs its tools, and
+// stopped by the server's Shutdown (server.Agent.Close). Tools of the
+// kinds workflow and uamp are read and checked by Load but not built
+// yet: Build refuses a definition that has one, naming it.
 func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 	if opts == nil {
 		opts = &Options{}
@@ -164,10 +169,20 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 		errs = append(errs, d.errorAt("/limits/timeout", "limits.timeout is not supported by this version of agentry yet"))
 	}
 	var subs []int // the sub-agent tools, built once the governor is known
+	var closers []func() error
 	for i := range s.Tools {
 		if s.Tools[i].Agent != "" {
 			errs = append(errs, b.checkSubagent(d, i)...)
 			subs = append(subs, i)
+			continue
+		}
+		if s.Tools[i].MCP != nil {
+			ts, e := b.mcp(d, i)
+			errs = append(errs, e...)
+			if len(e) == 0 {
+				o.Toolsets = append(o.Toolsets, ts)
+				closers = append(closers, ts.Close)
+			}
 			continue
 		}
 		t, e := b.tool(d, i)
@@ -181,6 +196,15 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 	}
 	a := server.Agent{Name: d.name, Options: o,
 		Govern: govern.AgentOptions{Identity: govern.Identity{AgentID: "agent:" + d.name, OwnerID: "agentry:agents", ControlClass: govern.HumanSupervised}}}
+	if len(closers) > 0 {
+		a.Close = func() error {
+			var errs []error
+			for _, c := range closers {
+				errs = append(errs, c())
+			}
+			return errors.Join(errs...)
+		}
+	}
 	if len(subs) > 0 {
 		a.Prepare = func(g *govern.Governor, o *agent.Options) error {
 			tools := slices.Clip(o.Tools)
@@ -196,6 +220,49 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 		}
 	}
 	return a, errs
+}
+
+// mcp builds the MCP tool entry tools[i]: the server's tools as a
+// toolset, each with the tier its annotations say, which govern.risk may
+// change either way (annotations are untrusted hints).
+func (b *builder) mcp(d *Definition, i int) (*mcptools.Toolset, []*Error) {
+	m := d.spec.Tools[i].MCP
+	ptr := toolPtr(i) + "/mcp"
+	var errs []*Error
+	o := &mcptools.Options{Include: m.Include, Exclude: m.Exclude, Prefix: m.Prefix, Dir: filepath.Dir(d.file), HTTPClient: b.opts.HTTPClient,
+		Tier: func(name string, a *mcp.ToolAnnotations) govern.Tier {
+			t, _ := d.tierFor(name, mcptools.AnnotationTier(a), false) // a lowering is allowed here
+			return t
+		}}
+	for j, arg := range m.Command {
+		o.Command = append(o.Command, b.expand(d, ptr+"/command/"+strconv.Itoa(j), arg, &errs))
+	}
+	if len(m.Env) > 0 {
+		o.Env = map[string]string{}
+		for _, k := range sortedKeys(m.Env) {
+			o.Env[k] = b.expand(d, ptr+"/env/"+yamldoc.EscapePointer(k), m.Env[k], &errs)
+		}
+	}
+	if m.URL != "" {
+		o.URL = b.expand(d, ptr+"/url", m.URL, &errs)
+		if u, err := url.Parse(o.URL); len(errs) == 0 && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			errs = append(errs, d.errorAt(ptr+"/url", "must be an absolute http or https URL"))
+		}
+	}
+	if len(m.Headers) > 0 {
+		o.Headers = map[string]string{}
+		for _, k := range sortedKeys(m.Headers) {
+			o.Headers[k] = b.expand(d, ptr+"/headers/"+yamldoc.EscapePointer(k), m.Headers[k], &errs)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	ts, err := mcptools.New(o)
+	if err != nil {
+		return nil, []*Error{d.errorAt(ptr, err.Error())}
+	}
+	return ts, nil
 }
 
 // subagentSchema is the parameters of a sub-agent tool: the task, as

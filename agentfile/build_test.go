@@ -19,6 +19,7 @@ import (
 	"github.com/agentry-dev/agentry/runs"
 	"github.com/agentry-dev/agentry/server"
 	"github.com/agentry-dev/agentry/store"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // hooks is a webhook receiver that records the calls it gets.
@@ -269,7 +270,8 @@ func TestBuild_Errors(t *testing.T) {
 		{"unknown builtin", "model: scripted:demo\ntools:\n  - builtin: shell\n", `a.yaml:3: /tools/0/builtin: no builtin tool is named "shell" (have calculate, wipe)`},
 		{"lowering a builtin", "model: scripted:demo\ntools:\n  - builtin: wipe\ngovern:\n  risk: {wipe: read_only}\n", `would lower tool "wipe" from write_low_risk to read_only`},
 		{"no scripted file", "model: scripted:nope.yaml\n", `a.yaml:1: /model: scripted: open`},
-		{"mcp", "model: scripted:demo\ntools:\n  - mcp: {command: [x]}\n", `a.yaml:3: /tools/0: mcp tools are not supported by this version of agentry yet`},
+		{"workflow", "model: scripted:demo\ntools:\n  - workflow: store\n", `a.yaml:3: /tools/0: workflow tools are not supported by this version of agentry yet`},
+		{"mcp url", "model: scripted:demo\ntools:\n  - mcp: {url: 'ftp://x'}\n", `a.yaml:3: /tools/0/mcp/url: must be an absolute http or https URL`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d, err := agentfile.Load(strings.NewReader(c.file), "a.yaml")
@@ -345,5 +347,43 @@ tools:
 	}
 	if got := h.got(); len(got) != 1 || got[0] != `/lookup lookup_order {"order_id":"o-1"}` {
 		t.Errorf("webhook calls %q", got)
+	}
+}
+
+// An MCP server's tools (Streamable HTTP) are the agent's, governed with
+// the tiers of their annotations; the call reaches the server.
+func TestBuild_MCPTools(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	s := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "Echoes.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+			Text string `json:"text"`
+		}) (*mcp.CallToolResult, any, error) {
+			mu.Lock()
+			got = append(got, in.Text)
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(hs.Close) // after the agent server's shutdown, which ends the MCP session's stream
+	dir := agentDir(t, map[string]string{
+		"researcher.yaml": `model: scripted:scripts/r.yaml
+tools:
+  - mcp: {url: "` + hs.URL + `", prefix: ev_}
+`,
+		"scripts/r.yaml": `steps:
+  - tool_calls: [{id: c1, name: ev_echo, arguments: {text: hello}}]
+  - text: "it said hello"
+`})
+	srv := startServer(t, dir, nil, nil)
+	run := waitRun(t, srv, "researcher", "ask the server")
+	if run.Status != runs.Delivered || run.Output != "it said hello" {
+		t.Fatalf("run %+v", run)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 || got[0] != "hello" {
+		t.Errorf("the MCP server got %q", got)
 	}
 }

@@ -17,9 +17,10 @@
 //
 // Tool kinds built today: builtin (a tool the program provides, by
 // name), webhook (an HTTP endpoint called as the YAML workflows' webhooks
-// are, with an optional compensating call as its UAICP rollback_action)
-// and agent (another agent of the directory as a sub-agent, each call a
-// governed child run). The kinds mcp, workflow and uamp are read and
-// checked but not built yet: Build refuses them, naming the file and
-// line.
+// are, with an optional compensating call as its UAICP rollback_action),
+// mcp (an MCP server's tools, stdio or Streamable HTTP, through the
+// official Go SDK) and agent (another agent of the directory as a
+// sub-agent, each call a governed child run). The kinds workflow and
+// uamp are read and checked but not built yet: Build refuses them,
+// naming the file and line.
 package agentfile

@@ -118,6 +118,9 @@ type Agent struct {
 	// is built, to finish Options with what needs the governor: a
 	// sub-agent whose runs are governed child runs. An error fails New.
 	Prepare func(g *govern.Governor, o *agent.Options) error
+	// Close, when set, is called by Shutdown once the agent's runs have
+	// stopped, to release what its tools hold (an MCP server process).
+	Close func() error
 }
 
 // AuditExport exports the governance journal to Sink (audit.Exporter,

@@ -246,6 +246,14 @@ func (s *Server) startGovernance(ctx context.Context) error {
 			return fmt.Errorf("agent %q: %w", a.Name, err)
 		}
 		agents[a.Name] = built
+		if a.Close != nil {
+			name, close := a.Name, a.Close
+			s.closers = append(s.closers, func() {
+				if err := close(); err != nil {
+					s.log.Warn("closing an agent", "agent", name, "error", err)
+				}
+			})
+		}
 	}
 	svc, err = runs.New(s.bg, &runs.Options{Governor: g, Agents: agents, Results: s.st.Checkpoints(), Logger: s.log})
 	if err != nil {
