@@ -194,7 +194,7 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 	if s.Govern.Policy != "" {
 		errs = append(errs, d.errorAt("/govern/policy", "per-agent policies are not supported yet: give the policy to the server (agentry serve --policy)"))
 	}
-	a := server.Agent{Name: d.name, Options: o,
+	a := server.Agent{Name: d.name, Description: s.Description, Options: o,
 		Govern: govern.AgentOptions{Identity: govern.Identity{AgentID: "agent:" + d.name, OwnerID: "agentry:agents", ControlClass: govern.HumanSupervised}}}
 	if len(closers) > 0 {
 		a.Close = func() error {

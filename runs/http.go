@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/sse"
 	"github.com/agentry-dev/agentry/internal/strictjson"
@@ -33,7 +34,9 @@ const writeTimeout = 30 * time.Second
 //	GET  /v1/runs/{id}             a run; ?wait=DURATION: once it is settled
 //	POST /v1/runs/{id}/cancel      cancel a run
 //	GET  /v1/runs/{id}/events      its events, as Server-Sent Events
-//	GET  /v1/agents                the agents it runs
+//	GET  /v1/agents                the agents it runs: {"agents": [AGENT…]}
+//	GET  /v1/agents/{name}         one: {"name", "description", "model",
+//	                               "tools": [{"name", "risk"}]}
 //
 // Errors are {"error": {"code", "message"}} with the Code's status: 400
 // bad input, 404 unknown run or agent, 409 cancel of a finished run.
@@ -45,7 +48,20 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", s.httpCancel)
 	mux.HandleFunc("GET /v1/runs/{id}/events", s.httpEvents)
 	mux.HandleFunc("GET /v1/agents", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"agents": s.Agents()})
+		names := s.Agents()
+		out := make([]agentInfo, len(names))
+		for i, n := range names {
+			out[i] = s.agentInfo(n)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"agents": out})
+	})
+	mux.HandleFunc("GET /v1/agents/{name}", func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		if _, ok := s.agents[name]; !ok {
+			s.writeError(w, newError(UnknownAgent, "", fmt.Sprintf("no agent named %q", name), nil))
+			return
+		}
+		writeJSON(w, http.StatusOK, s.agentInfo(name))
 	})
 	return mux
 }
@@ -261,4 +277,36 @@ func (s *Service) writeError(w http.ResponseWriter, err error) {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	httpx.WriteJSON(w, status, v, `{"error":{"code":"INTERNAL","message":"internal error"}}`)
+}
+
+// agentInfo is an agent as GET /v1/agents describes it: its tools are
+// those it always has (not those a toolset gives it step by step), each
+// with the governance tier it declares.
+type agentInfo struct {
+	Name        string     `json:"name"`
+	Description string     `json:"description,omitempty"`
+	Model       string     `json:"model,omitempty"`
+	Tools       []toolInfo `json:"tools"`
+}
+
+type toolInfo struct {
+	Name string `json:"name"`
+	Risk string `json:"risk"`
+}
+
+func (s *Service) agentInfo(name string) agentInfo {
+	a := s.agents[name]
+	o := a.Options()
+	info := agentInfo{Name: name, Description: s.descriptions[name], Tools: []toolInfo{}}
+	if o.Model.Provider != nil {
+		info.Model = o.Model.String()
+	}
+	for _, t := range o.Tools {
+		tier := govern.WriteHighRisk // what the governor makes of an undeclared tool
+		if d, ok := govern.DeclarationOf(t); ok && d.Tier != 0 {
+			tier = d.Tier
+		}
+		info.Tools = append(info.Tools, toolInfo{Name: t.Name, Risk: tier.String()})
+	}
+	return info
 }

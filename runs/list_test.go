@@ -101,10 +101,31 @@ func TestList(t *testing.T) {
 			t.Errorf("GET /v1/runs?%s: %d %+v", q, code, e)
 		}
 	}
-	var agents struct{ Agents []string }
+	// GET /v1/agents and /v1/agents/{name}: each agent with its model
+	// and its tools' tiers; an unknown name is a 404.
+	type tool struct{ Name, Risk string }
+	type agentView struct {
+		Name, Description, Model string
+		Tools                    []tool
+	}
+	var agents struct{ Agents []agentView }
 	getJSON(t, f.srv.URL+"/v1/agents", &agents)
-	if diff := cmp.Diff([]string{"support"}, agents.Agents); diff != "" {
+	want := agentView{Name: "support", Model: "scripted:support",
+		Tools: []tool{{"lookup_order", "read_only"}, {"refund_order", "write_high_risk"}}}
+	if diff := cmp.Diff([]agentView{want}, agents.Agents); diff != "" {
 		t.Errorf("GET /v1/agents (-want +got):\n%s", diff)
+	}
+	var one agentView
+	getJSON(t, f.srv.URL+"/v1/agents/support", &one)
+	if diff := cmp.Diff(want, one); diff != "" {
+		t.Errorf("GET /v1/agents/support (-want +got):\n%s", diff)
+	}
+	resp, err := http.Get(f.srv.URL + "/v1/agents/nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, e := readError(t, resp); code != 404 || e.Code != "UNKNOWN_AGENT" {
+		t.Errorf("GET /v1/agents/nobody: %d %+v", code, e)
 	}
 }
 

@@ -98,6 +98,8 @@ type Options struct {
 	// govern.Options.OnDecision to the Service's OnDecision, so that a
 	// decided run resumes.
 	Governor *govern.Governor
+	// Descriptions describe the agents, by name, for GET /v1/agents.
+	Descriptions map[string]string
 	// Agents are the agents the service runs, by name. Each must be
 	// governed by Governor's Middleware with AgentOptions.Name set to
 	// its name here (the name a paused run is resumed by).
@@ -126,13 +128,15 @@ type Options struct {
 // Service runs governed agents in the background. It is safe for
 // concurrent use.
 type Service struct {
-	g       *govern.Governor
-	agents  map[string]*agent.Agent
-	results agent.CheckpointStore
-	log     *slog.Logger
-	opts    Options
-	base    context.Context
-	stop    context.CancelFunc
+	g      *govern.Governor
+	agents map[string]*agent.Agent
+	// descriptions are Options.Descriptions.
+	descriptions map[string]string
+	results      agent.CheckpointStore
+	log          *slog.Logger
+	opts         Options
+	base         context.Context
+	stop         context.CancelFunc
 
 	mu         sync.Mutex
 	closed     bool                  // Shutdown: no more runs start
@@ -180,7 +184,7 @@ func New(ctx context.Context, opts *Options) (*Service, error) {
 		}
 	}
 	base, stop := context.WithCancel(ctx)
-	s := &Service{g: o.Governor, agents: o.Agents, results: o.Results, log: o.Logger, opts: o, base: base, stop: stop,
+	s := &Service{g: o.Governor, agents: o.Agents, descriptions: o.Descriptions, results: o.Results, log: o.Logger, opts: o, base: base, stop: stop,
 		running: map[string]*execution{}, cancelling: map[string]int{}, hubs: map[string]*hub{}, changed: make(chan struct{})}
 	s.idx.init()
 	return s, nil

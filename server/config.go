@@ -108,6 +108,8 @@ type Config struct {
 type Agent struct {
 	// Name is what a run names (POST /v1/runs {"agent": NAME}).
 	Name string
+	// Description says what the agent does (GET /v1/agents).
+	Description string
 	// Options build the agent (agent.New); the governor's middleware is
 	// added after Options.Middleware, and a nil Logger is the server's.
 	Options agent.Options

@@ -255,7 +255,11 @@ func (s *Server) startGovernance(ctx context.Context) error {
 			})
 		}
 	}
-	svc, err = runs.New(s.bg, &runs.Options{Governor: g, Agents: agents, Results: s.st.Checkpoints(), Logger: s.log})
+	descriptions := map[string]string{}
+	for _, a := range s.cfg.Agents {
+		descriptions[a.Name] = a.Description
+	}
+	svc, err = runs.New(s.bg, &runs.Options{Governor: g, Agents: agents, Descriptions: descriptions, Results: s.st.Checkpoints(), Logger: s.log})
 	if err != nil {
 		return err
 	}

@@ -145,6 +145,12 @@ const SupportModelID = "support"
 // o-1002" it only looks it up. It reads the conversation, so it resumes
 // correctly after a pause.
 func SupportModel() *scripted.Model {
+	m := supportModel()
+	m.ID = SupportModelID
+	return m
+}
+
+func supportModel() *scripted.Model {
 	return scripted.NewFunc(func(ctx context.Context, req *llm.Request) (scripted.Step, error) {
 		var prompt string
 		done := map[string]llm.ToolResult{}

@@ -43,7 +43,7 @@ func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Def
 		Rollbacks: map[string]govern.RollbackFunc{builtin.RefundReversal: ledger.RollbackHandler()},
 	}
 	cfg.Agents = []server.Agent{{
-		Name: builtin.SupportAgentName,
+		Name: builtin.SupportAgentName, Description: "Answers order questions; refunds need a human approval",
 		Options: agent.Options{LLMOptions: llm.LLMOptions{Model: model, Tools: builtin.SupportTools(ledger),
 			System: "You are a support agent. Look orders up before answering; refund only when asked."}},
 		Govern: govern.AgentOptions{TaskClass: builtin.SupportTaskClass,

@@ -94,7 +94,7 @@ built-in "support" agent ({"agent":"support","input":"refund o-1001",
 "wait":true}), GET /v1/runs/{id} reports it (?wait=30s: once it has
 delivered, failed safe or paused for a human), GET /v1/runs lists runs,
 POST /v1/runs/{id}/cancel cancels one, GET /v1/runs/{id}/events streams
-its events (SSE), GET /v1/agents names the agents. Every tool call is gated by
+its events (SSE), GET /v1/agents[/{name}] describes the agents (model, tools and their tiers). Every tool call is gated by
 its risk tier; a refund (write_high_risk) pauses the run until a human
 approves it: GET /v1/approvals, POST /v1/approvals/{id}, or
 "agentry approve ID --as NAME" with a key made by "agentry keys create".
