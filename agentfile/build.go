@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/server"
 	"github.com/agentry-dev/agentry/workflow"
+	"github.com/agentry-dev/agentry/workflow/uaipagent"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -37,6 +39,11 @@ type Options struct {
 	// HTTPClient sends the webhooks' requests; nil uses a shared client
 	// with bounded timeouts that does not follow redirects.
 	HTTPClient *http.Client
+	// WorkflowURL is the base URL of the server whose workflows a
+	// "workflow: NAME" entry without a url means (the server the agents
+	// run in), and WorkflowToken its bearer token; without it, such an
+	// entry is an error.
+	WorkflowURL, WorkflowToken string
 }
 
 // rollbackType is the type of the rollback actions of webhook tools
@@ -56,9 +63,10 @@ const defaultMaxSteps = 100
 // A sub-agent tool (agent:) must name one of defs; it is built by
 // server.New (server.Agent.Prepare), governed by the server's governor.
 // An MCP server is reached at the first step that needs its tools, and
-// stopped by the server's Shutdown (server.Agent.Close). Tools of the
-// kinds workflow and uamp are read and checked by Load but not built
-// yet: Build refuses a definition that has one, naming it.
+// stopped by the server's Shutdown (server.Agent.Close). A workflow
+// entry starts a UAIP session per run. Tools of the kind uamp are read
+// and checked by Load but not built yet: Build refuses a definition that
+// has one, naming it.
 func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 	if opts == nil {
 		opts = &Options{}
@@ -90,6 +98,19 @@ func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 		return errors.Join(out...)
 	}
 	cfg.Agents = append(cfg.Agents, agents...)
+	if len(b.rollbackClients) > 0 {
+		if cfg.Governance == nil {
+			cfg.Governance = &govern.Options{}
+		}
+		rb := maps.Clone(cfg.Governance.Rollbacks)
+		if rb == nil {
+			rb = map[string]govern.RollbackFunc{}
+		}
+		if _, set := rb[uaipagent.RollbackType]; !set {
+			rb[uaipagent.RollbackType] = workflowRollback(b.rollbackClients)
+		}
+		cfg.Governance.Rollbacks = rb
+	}
 	if len(b.hooks) > 0 {
 		if cfg.Governance == nil {
 			cfg.Governance = &govern.Options{}
@@ -114,6 +135,9 @@ type builder struct {
 	// name: what sub-agent tools refer to.
 	defs  map[string]*Definition
 	built map[string]server.Agent
+	// rollbackClients are the workflow clients whose tasks' rollbacks
+	// the governor may have to run.
+	rollbackClients []*workflow.Client
 }
 
 func (b *builder) expand(d *Definition, ptr, s string, errs *[]*Error) string {
@@ -174,6 +198,19 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 		if s.Tools[i].Agent != "" {
 			errs = append(errs, b.checkSubagent(d, i)...)
 			subs = append(subs, i)
+			continue
+		}
+		if w := s.Tools[i].workflow; w != nil {
+			ptr := toolPtr(i) + "/workflow"
+			var werrs []*Error
+			c := b.workflowClient(d, w, ptr, &werrs)
+			errs = append(errs, werrs...)
+			if len(werrs) == 0 {
+				wt := newWorkflowTools(d, w.Name, c, i)
+				o.Middleware = append(o.Middleware, wt)
+				o.Toolsets = append(o.Toolsets, wt)
+				b.rollbackClients = append(b.rollbackClients, c)
+			}
 			continue
 		}
 		if s.Tools[i].MCP != nil {
@@ -529,4 +566,21 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// workflowRollback runs a workflow task's rollback through the clients in
+// turn until one knows the session: the action names the session, not
+// the server.
+func workflowRollback(clients []*workflow.Client) govern.RollbackFunc {
+	return func(ctx context.Context, a govern.RollbackAction) error {
+		var errs []error
+		for _, c := range clients {
+			err := uaipagent.RollbackHandler(c)(ctx, a)
+			if err == nil {
+				return nil
+			}
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
 }

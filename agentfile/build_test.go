@@ -10,15 +10,18 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentry-dev/agentry/agentfile"
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/runs"
 	"github.com/agentry-dev/agentry/server"
 	"github.com/agentry-dev/agentry/store"
+	"github.com/agentry-dev/agentry/workflow"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -270,7 +273,8 @@ func TestBuild_Errors(t *testing.T) {
 		{"unknown builtin", "model: scripted:demo\ntools:\n  - builtin: shell\n", `a.yaml:3: /tools/0/builtin: no builtin tool is named "shell" (have calculate, wipe)`},
 		{"lowering a builtin", "model: scripted:demo\ntools:\n  - builtin: wipe\ngovern:\n  risk: {wipe: read_only}\n", `would lower tool "wipe" from write_low_risk to read_only`},
 		{"no scripted file", "model: scripted:nope.yaml\n", `a.yaml:1: /model: scripted: open`},
-		{"workflow", "model: scripted:demo\ntools:\n  - workflow: store\n", `a.yaml:3: /tools/0: workflow tools are not supported by this version of agentry yet`},
+		{"own workflow without a server", "model: scripted:demo\ntools:\n  - workflow: store\n", `a.yaml:3: /tools/0/workflow: workflow "store" is the server's own, but no server serves workflows here: give its url`},
+		{"uamp", "model: scripted:demo\ntools:\n  - uamp: {url: 'https://h', did: 'did:web:h'}\n", `a.yaml:3: /tools/0: uamp tools are not supported by this version of agentry yet`},
 		{"mcp url", "model: scripted:demo\ntools:\n  - mcp: {url: 'ftp://x'}\n", `a.yaml:3: /tools/0/mcp/url: must be an absolute http or https URL`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -386,4 +390,65 @@ tools:
 	if len(got) != 1 || got[0] != "hello" {
 		t.Errorf("the MCP server got %q", got)
 	}
+}
+
+// A workflow tool walks a workflow the same server serves: the run gets
+// a UAIP session of its own, and the stage's tasks are its tools.
+func TestBuild_WorkflowTools(t *testing.T) {
+	var handler atomic.Pointer[http.Handler]
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*handler.Load()).ServeHTTP(w, r) }))
+	t.Cleanup(hs.Close)
+	dir := agentDir(t, map[string]string{
+		"shopper.yaml": `model: scripted:scripts/shopper.yaml
+tools:
+  - workflow: store
+`,
+		"scripts/shopper.yaml": `steps:
+  - tool_calls: [{id: c1, name: search_products, arguments: {category: coffee}}]
+  - text: "found coffee"
+`})
+	defs, err := agentfile.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), "memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &server.Config{Store: st, Logger: quiet, Workflows: []*workflow.Workflow{builtin.Store()}}
+	if err := agentfile.Build(cfg, defs, &agentfile.Options{WorkflowURL: hs.URL}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Governance.Rollbacks["uaip.task"] == nil {
+		t.Error("no rollback handler for the workflow's tasks")
+	}
+	srv, err := server.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := srv.Handler()
+	handler.Store(&h)
+	t.Cleanup(func() { srv.Shutdown(context.Background()); st.Close() })
+	run := waitRun(t, srv, "shopper", "find me coffee")
+	if run.Status != runs.Delivered || run.Output != "found coffee" {
+		t.Fatalf("run %+v", run)
+	}
+	// The task ran in the run's session and returned the coffee.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for ev, err := range srv.Runs().Events(ctx, run.RequestID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == runs.EventToolResult && ev.Tool == "search_products" {
+			if ev.Outcome != govern.Success || !strings.Contains(string(ev.Result), "SKU-001") {
+				t.Errorf("search_products: %+v (result %s)", ev, ev.Result)
+			}
+			return
+		}
+		if ev.Type == runs.EventEnded {
+			break
+		}
+	}
+	t.Error("no tool_result event for search_products")
 }

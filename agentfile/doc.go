@@ -19,8 +19,9 @@
 // name), webhook (an HTTP endpoint called as the YAML workflows' webhooks
 // are, with an optional compensating call as its UAICP rollback_action),
 // mcp (an MCP server's tools, stdio or Streamable HTTP, through the
-// official Go SDK) and agent (another agent of the directory as a
-// sub-agent, each call a governed child run). The kinds workflow and
-// uamp are read and checked but not built yet: Build refuses them,
-// naming the file and line.
+// official Go SDK), workflow (a UAIP workflow walked in a session per
+// run, its stage's tasks as the tools) and agent (another agent of the
+// directory as a sub-agent, each call a governed child run). The kind
+// uamp is read and checked but not built yet: Build refuses it, naming
+// the file and line.
 package agentfile

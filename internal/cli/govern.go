@@ -51,7 +51,11 @@ func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Def
 	}}
 	if defs != nil {
 		cfg.Agents = nil
-		if err := agentfile.Build(cfg, defs, &agentfile.Options{Builtins: builtinTools(ledger)}); err != nil {
+		opts := &agentfile.Options{Builtins: builtinTools(ledger), WorkflowToken: f.token}
+		if cfg.Listener != nil { // the server's own workflows, over its plain port
+			opts.WorkflowURL = "http://" + cfg.Listener.Addr().String()
+		}
+		if err := agentfile.Build(cfg, defs, opts); err != nil {
 			return fmt.Errorf("agents:\n%w", err)
 		}
 	}
