@@ -68,6 +68,7 @@ type Agent struct {
 	toolRoundLimit int
 	ckpt           *checkpointer
 	userSchedule   func([]llm.ToolCall) [][]int // ToolStrategy.Schedule as given, for stepLLM
+	steps          *stepCache                   // the last step's instance, for stepLLM
 }
 
 // New creates an agent: it binds the model through llm.LLM (so the UPP
@@ -79,7 +80,7 @@ func New(options *Options) (*Agent, error) {
 	if options != nil {
 		opts = *options
 	}
-	a := &Agent{id: ids.New(), opts: opts, sessionID: opts.SessionID, exec: opts.Execution}
+	a := &Agent{id: ids.New(), opts: opts, sessionID: opts.SessionID, exec: opts.Execution, steps: &stepCache{}}
 	if a.exec == nil {
 		a.exec = defaultLoop{}
 	}
