@@ -189,9 +189,6 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 		}
 		o.Execution = p
 	}
-	if s.Limits.Timeout != nil {
-		errs = append(errs, d.errorAt("/limits/timeout", "limits.timeout is not supported by this version of agentry yet"))
-	}
 	var subs []int // the sub-agent tools, built once the governor is known
 	var closers []func() error
 	for i := range s.Tools {
@@ -231,7 +228,8 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 	if s.Govern.Policy != "" {
 		errs = append(errs, d.errorAt("/govern/policy", "per-agent policies are not supported yet: give the policy to the server (agentry serve --policy)"))
 	}
-	a := server.Agent{Name: d.name, Description: s.Description, Options: o,
+	timeout, _ := duration(s.Limits.Timeout) // Load checked it
+	a := server.Agent{Name: d.name, Description: s.Description, Timeout: timeout, Options: o,
 		Govern: govern.AgentOptions{Identity: govern.Identity{AgentID: "agent:" + d.name, OwnerID: "agentry:agents", ControlClass: govern.HumanSupervised}}}
 	if len(closers) > 0 {
 		a.Close = func() error {

@@ -452,3 +452,32 @@ tools:
 	}
 	t.Error("no tool_result event for search_products")
 }
+
+// limits.timeout bounds a run's execution: a tool that never answers
+// ends in fail_safe once the timeout has passed.
+func TestBuild_Timeout(t *testing.T) {
+	release := make(chan struct{})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // never answers on its own
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(release) })
+	dir := agentDir(t, map[string]string{
+		"slow.yaml": `model: scripted:scripts/slow.yaml
+limits: {timeout: 1s}
+tools:
+  - webhook: {name: wait, url: "` + hs.URL + `/wait", risk: read_only}
+`,
+		"scripts/slow.yaml": `steps:
+  - tool_calls: [{id: c1, name: wait, arguments: {}}]
+  - text: "never"
+`})
+	srv := startServer(t, dir, nil, nil)
+	run := waitRun(t, srv, "slow", "wait")
+	if run.Status != runs.FailSafe || run.Output != "" {
+		t.Fatalf("run %+v, want fail_safe", run)
+	}
+}

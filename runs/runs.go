@@ -100,6 +100,11 @@ type Options struct {
 	Governor *govern.Governor
 	// Descriptions describe the agents, by name, for GET /v1/agents.
 	Descriptions map[string]string
+	// Timeouts bound each execution of an agent's runs, by name: a run
+	// still executing after its agent's timeout is cancelled and fails
+	// safe. Waiting for an approval is not executing. Absent or 0: no
+	// bound.
+	Timeouts map[string]time.Duration
 	// Agents are the agents the service runs, by name. Each must be
 	// governed by Governor's Middleware with AgentOptions.Name set to
 	// its name here (the name a paused run is resumed by).
@@ -292,6 +297,9 @@ func (s *Service) launch(id, name string, fn func(ctx context.Context) (*agent.R
 		return false
 	}
 	ctx, cancel := context.WithCancel(s.base)
+	if d := s.opts.Timeouts[name]; d > 0 {
+		ctx, cancel = context.WithTimeout(s.base, d)
+	}
 	ex := &execution{cancel: cancel, done: make(chan struct{})}
 	s.running[id] = ex
 	s.wg.Add(1)

@@ -110,6 +110,10 @@ type Agent struct {
 	Name string
 	// Description says what the agent does (GET /v1/agents).
 	Description string
+	// Timeout bounds each execution of a run of the agent (waiting for
+	// an approval excluded): past it the run is cancelled and fails safe.
+	// 0: no bound.
+	Timeout time.Duration
 	// Options build the agent (agent.New); the governor's middleware is
 	// added after Options.Middleware, and a nil Logger is the server's.
 	Options agent.Options

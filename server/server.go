@@ -255,11 +255,11 @@ func (s *Server) startGovernance(ctx context.Context) error {
 			})
 		}
 	}
-	descriptions := map[string]string{}
+	descriptions, timeouts := map[string]string{}, map[string]time.Duration{}
 	for _, a := range s.cfg.Agents {
-		descriptions[a.Name] = a.Description
+		descriptions[a.Name], timeouts[a.Name] = a.Description, a.Timeout
 	}
-	svc, err = runs.New(s.bg, &runs.Options{Governor: g, Agents: agents, Descriptions: descriptions, Results: s.st.Checkpoints(), Logger: s.log})
+	svc, err = runs.New(s.bg, &runs.Options{Governor: g, Agents: agents, Descriptions: descriptions, Timeouts: timeouts, Results: s.st.Checkpoints(), Logger: s.log})
 	if err != nil {
 		return err
 	}
