@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -274,7 +273,7 @@ func (b *builder) mcp(d *Definition, i int) (*mcptools.Toolset, []*Error) {
 	}
 	if len(m.Env) > 0 {
 		o.Env = map[string]string{}
-		for _, k := range sortedKeys(m.Env) {
+		for _, k := range slices.Sorted(maps.Keys(m.Env)) {
 			o.Env[k] = b.expand(d, ptr+"/env/"+yamldoc.EscapePointer(k), m.Env[k], &errs)
 		}
 	}
@@ -286,7 +285,7 @@ func (b *builder) mcp(d *Definition, i int) (*mcptools.Toolset, []*Error) {
 	}
 	if len(m.Headers) > 0 {
 		o.Headers = map[string]string{}
-		for _, k := range sortedKeys(m.Headers) {
+		for _, k := range slices.Sorted(maps.Keys(m.Headers)) {
 			o.Headers[k] = b.expand(d, ptr+"/headers/"+yamldoc.EscapePointer(k), m.Headers[k], &errs)
 		}
 	}
@@ -410,7 +409,7 @@ func (b *builder) tool(d *Definition, i int) (llm.Tool, []*Error) {
 	case "builtin":
 		bt, ok := b.opts.Builtins[t.Builtin]
 		if !ok {
-			return llm.Tool{}, []*Error{d.errorAt(ptr+"/builtin", fmt.Sprintf("no builtin tool is named %q (have %s)", t.Builtin, strings.Join(sortedKeys(b.opts.Builtins), ", ")))}
+			return llm.Tool{}, []*Error{d.errorAt(ptr+"/builtin", fmt.Sprintf("no builtin tool is named %q (have %s)", t.Builtin, strings.Join(slices.Sorted(maps.Keys(b.opts.Builtins)), ", ")))}
 		}
 		decl, _ := govern.DeclarationOf(bt)
 		tier, err := d.tierFor(bt.Name, decl.Tier, true)
@@ -523,7 +522,7 @@ func (b *builder) call(d *Definition, c *fileCall, ptr string, errs *[]*Error) *
 	h.Timeout, _ = duration(c.Timeout) // Load checked it
 	if len(c.Headers) > 0 {
 		h.Header = http.Header{}
-		for _, k := range sortedKeys(c.Headers) {
+		for _, k := range slices.Sorted(maps.Keys(c.Headers)) {
 			h.Header.Add(k, b.expand(d, ptr+"/headers/"+yamldoc.EscapePointer(k), c.Headers[k], errs))
 		}
 	}
@@ -555,15 +554,6 @@ func toolError(err error) error {
 		return errors.New(we.Detail)
 	}
 	return err
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // workflowRollback runs a workflow task's rollback through the clients in

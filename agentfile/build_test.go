@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -77,6 +78,13 @@ func agentDir(t *testing.T, files map[string]string) string {
 
 func startServer(t *testing.T, dir string, opts *agentfile.Options, pub ed25519.PublicKey) *server.Server {
 	t.Helper()
+	return startServerWith(t, dir, opts, pub, nil)
+}
+
+// startServerWith is startServer with setup changing the configuration
+// before the agents are built.
+func startServerWith(t *testing.T, dir string, opts *agentfile.Options, pub ed25519.PublicKey, setup func(*server.Config)) *server.Server {
+	t.Helper()
 	defs, err := agentfile.LoadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +100,9 @@ func startServer(t *testing.T, dir string, opts *agentfile.Options, pub ed25519.
 		}
 	}
 	cfg := &server.Config{Store: st, Logger: quiet, Governance: &govern.Options{Keyring: keys}}
+	if setup != nil {
+		setup(cfg)
+	}
 	if err := agentfile.Build(cfg, defs, opts); err != nil {
 		t.Fatal(err)
 	}
@@ -407,28 +418,11 @@ tools:
   - tool_calls: [{id: c1, name: search_products, arguments: {category: coffee}}]
   - text: "found coffee"
 `})
-	defs, err := agentfile.LoadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.Open(context.Background(), "memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &server.Config{Store: st, Logger: quiet, Workflows: []*workflow.Workflow{builtin.Store()}}
-	if err := agentfile.Build(cfg, defs, &agentfile.Options{WorkflowURL: hs.URL}); err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Governance.Rollbacks["uaip.task"] == nil {
-		t.Error("no rollback handler for the workflow's tasks")
-	}
-	srv, err := server.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := startServerWith(t, dir, &agentfile.Options{WorkflowURL: hs.URL}, nil, func(cfg *server.Config) {
+		cfg.Workflows = []*workflow.Workflow{builtin.Store()}
+	})
 	h := srv.Handler()
 	handler.Store(&h)
-	t.Cleanup(func() { srv.Shutdown(context.Background()); st.Close() })
 	run := waitRun(t, srv, "shopper", "find me coffee")
 	if run.Status != runs.Delivered || run.Output != "found coffee" {
 		t.Fatalf("run %+v", run)
@@ -479,5 +473,29 @@ tools:
 	run := waitRun(t, srv, "slow", "wait")
 	if run.Status != runs.FailSafe || run.Output != "" {
 		t.Fatalf("run %+v, want fail_safe", run)
+	}
+}
+
+// A workflow entry gives the governor the workflow tasks' rollback
+// handler; one the configuration has is kept.
+func TestBuild_WorkflowRollback(t *testing.T) {
+	d, err := agentfile.Load(strings.NewReader("model: scripted:demo\ntools:\n  - workflow: {name: store, url: 'http://127.0.0.1:9'}\n"), "a.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &server.Config{}
+	if err := agentfile.Build(cfg, []*agentfile.Definition{d}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Governance == nil || cfg.Governance.Rollbacks["uaip.task"] == nil {
+		t.Fatalf("no rollback handler for the workflow's tasks: %+v", cfg.Governance)
+	}
+	mine := func(context.Context, govern.RollbackAction) error { return nil }
+	cfg = &server.Config{Governance: &govern.Options{Rollbacks: map[string]govern.RollbackFunc{"uaip.task": mine}}}
+	if err := agentfile.Build(cfg, []*agentfile.Definition{d}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprintf("%p", cfg.Governance.Rollbacks["uaip.task"]) != fmt.Sprintf("%p", mine) {
+		t.Error("Build replaced the configuration's own rollback handler")
 	}
 }
