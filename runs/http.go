@@ -192,7 +192,8 @@ func (s *Service) httpCancel(w http.ResponseWriter, r *http.Request) {
 // httpEvents streams a run's events as Server-Sent Events: "id:" is the
 // event's Seq, "event:" its type, "data:" the Event in JSON. A client
 // resumes with Last-Event-ID (or ?after=SEQ); comment lines keep a quiet
-// stream open. The stream ends after the "ended" event.
+// stream open. The stream ends after the "ended" event with one more,
+// "run.end", whose data is the run as GET /v1/runs/{id} answers it.
 func (s *Service) httpEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var after uint64
@@ -240,8 +241,22 @@ func (s *Service) httpEvents(w http.ResponseWriter, r *http.Request) {
 		if err := sse.Write(w, sse.Event{ID: strconv.FormatUint(ev.Seq, 10), Type: string(ev.Type), Data: mustJSON(ev)}); err != nil || stream.Flush() != nil {
 			return
 		}
+		if ev.Type == EventEnded {
+			// The last event: the run as GET /v1/runs/{id} answers it.
+			// It has no id of its own: a client resuming after it resumes
+			// after "ended", and gets it again.
+			if run, err := s.Get(r.Context(), id); err == nil {
+				_ = sse.Write(w, sse.Event{Type: eventRunEnd, Data: mustJSON(run)})
+				_ = stream.Flush()
+			}
+			return
+		}
 	}
 }
+
+// eventRunEnd is the type of the last event of a run's stream, whose data
+// is the run.
+const eventRunEnd = "run.end"
 
 func isDigits(s string) bool {
 	for _, c := range []byte(s) {

@@ -37,7 +37,9 @@ func getEvents(t *testing.T, ctx context.Context, base, id, lastID string) *http
 }
 
 // readSSE reads the stream to its end: each event's data is an Event
-// whose Seq is the SSE id and whose type is the SSE event type.
+// whose Seq is the SSE id and whose type is the SSE event type, and the
+// stream ends with "ended" and then "run.end", whose data is the settled
+// run.
 func readSSE(t *testing.T, resp *http.Response) []*runs.Event {
 	t.Helper()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
@@ -52,6 +54,19 @@ func readSSE(t *testing.T, resp *http.Response) []*runs.Event {
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		if e.Type == "run.end" {
+			// The last event: the run, as GET /v1/runs/{id} answers it.
+			var run runs.Run
+			// It sets no id: the last event ID stays "ended"'s (SSE).
+			if err := json.Unmarshal(e.Data, &run); err != nil || len(out) == 0 || e.ID != strconv.FormatUint(out[len(out)-1].Seq, 10) ||
+				out[len(out)-1].Type != runs.EventEnded || run.RequestID != out[len(out)-1].RequestID || !run.Settled() {
+				t.Fatalf("run.end %s (id %q) after %d events: %v", e.Data, e.ID, len(out), err)
+			}
+			if _, err := dec.Next(); err != io.EOF {
+				t.Fatalf("an event after run.end: %v", err)
+			}
+			return out
 		}
 		var ev runs.Event
 		if err := json.Unmarshal(e.Data, &ev); err != nil {
