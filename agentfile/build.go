@@ -57,7 +57,8 @@ const defaultMaxSteps = 100
 // with its tools' tiers, and the rollback handler of their webhook tools
 // to cfg.Governance (created when nil). Every problem of every
 // definition is reported, each naming its file and line; on an error
-// cfg is left as it was.
+// cfg is left as it was. Build a Config's agents with one call: the
+// rollback handler of webhook tools is the last call's.
 //
 // A sub-agent tool (agent:) must name one of defs; it is built by
 // server.New (server.Agent.Prepare), governed by the server's governor.
@@ -98,30 +99,30 @@ func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 	}
 	cfg.Agents = append(cfg.Agents, agents...)
 	if len(b.rollbackClients) > 0 {
-		if cfg.Governance == nil {
-			cfg.Governance = &govern.Options{}
-		}
-		rb := maps.Clone(cfg.Governance.Rollbacks)
-		if rb == nil {
-			rb = map[string]govern.RollbackFunc{}
-		}
-		if _, set := rb[uaipagent.RollbackType]; !set {
-			rb[uaipagent.RollbackType] = workflowRollback(b.rollbackClients)
-		}
-		cfg.Governance.Rollbacks = rb
+		addRollback(cfg, uaipagent.RollbackType, workflowRollback(b.rollbackClients), false)
 	}
 	if len(b.hooks) > 0 {
-		if cfg.Governance == nil {
-			cfg.Governance = &govern.Options{}
-		}
-		rb := make(map[string]govern.RollbackFunc, len(cfg.Governance.Rollbacks)+1)
-		for k, v := range cfg.Governance.Rollbacks {
-			rb[k] = v
-		}
-		rb[rollbackType] = b.rollback
-		cfg.Governance.Rollbacks = rb
+		addRollback(cfg, rollbackType, b.rollback, true)
 	}
 	return nil
+}
+
+// addRollback gives cfg's governor the rollback handler fn for actions of
+// type typ, replacing one cfg has only with replace; the map is copied,
+// never changed in place.
+func addRollback(cfg *server.Config, typ string, fn govern.RollbackFunc, replace bool) {
+	if cfg.Governance == nil {
+		cfg.Governance = &govern.Options{}
+	}
+	if _, set := cfg.Governance.Rollbacks[typ]; set && !replace {
+		return
+	}
+	rb := maps.Clone(cfg.Governance.Rollbacks)
+	if rb == nil {
+		rb = map[string]govern.RollbackFunc{}
+	}
+	rb[typ] = fn
+	cfg.Governance.Rollbacks = rb
 }
 
 type builder struct {
