@@ -20,6 +20,8 @@ import (
 	"github.com/agentry-dev/agentry/internal/models"
 	"github.com/agentry-dev/agentry/internal/yamldoc"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/messaging"
+	"github.com/agentry-dev/agentry/messaging/uampagent"
 	"github.com/agentry-dev/agentry/server"
 	"github.com/agentry-dev/agentry/workflow"
 	"github.com/agentry-dev/agentry/workflow/uaipagent"
@@ -43,6 +45,11 @@ type Options struct {
 	// run in), and WorkflowToken its bearer token; without it, such an
 	// entry is an error.
 	WorkflowURL, WorkflowToken string
+	// UAMP is the client the "uamp:" tools ask remote agents with: its
+	// Key signs the asks (the server's UAMP identity, say), its TLS
+	// config holds the roots that authenticate the remote servers and a
+	// client certificate. Without it, a uamp tool is an error.
+	UAMP *messaging.ClientOptions
 }
 
 // rollbackType is the type of the rollback actions of webhook tools
@@ -64,9 +71,8 @@ const defaultMaxSteps = 100
 // server.New (server.Agent.Prepare), governed by the server's governor.
 // An MCP server is reached at the first step that needs its tools, and
 // stopped by the server's Shutdown (server.Agent.Close). A workflow
-// entry starts a UAIP session per run. Tools of the kind uamp are read
-// and checked by Load but not built yet: Build refuses a definition that
-// has one, naming it.
+// entry starts a UAIP session per run; a uamp entry asks a remote agent
+// with Options.UAMP.
 func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 	if opts == nil {
 		opts = &Options{}
@@ -210,6 +216,14 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 			}
 			continue
 		}
+		if s.Tools[i].UAMP != nil {
+			t, e := b.uamp(d, i)
+			errs = append(errs, e...)
+			if len(e) == 0 {
+				o.Tools = append(o.Tools, t)
+			}
+			continue
+		}
 		if s.Tools[i].MCP != nil {
 			ts, e := b.mcp(d, i)
 			errs = append(errs, e...)
@@ -298,6 +312,50 @@ func (b *builder) mcp(d *Definition, i int) (*mcptools.Toolset, []*Error) {
 		return nil, []*Error{d.errorAt(ptr, err.Error())}
 	}
 	return ts, nil
+}
+
+// uamp builds the uamp entry tools[i]: a remote agent, asked over UAMP,
+// as a sub-agent tool (uampagent.NewTool), write_low_risk unless
+// govern.risk says otherwise (never write_high_risk: no rollback).
+func (b *builder) uamp(d *Definition, i int) (llm.Tool, []*Error) {
+	u := d.spec.Tools[i].UAMP
+	ptr := toolPtr(i) + "/uamp"
+	if b.opts.UAMP == nil || b.opts.UAMP.Key == nil {
+		return llm.Tool{}, []*Error{d.errorAt(ptr, "a uamp tool needs a UAMP identity to ask with: serve UAMP (agentry serve with --tls-addr), or give agentfile.Options.UAMP")}
+	}
+	var errs []*Error
+	base := strings.TrimRight(b.expand(d, ptr+"/url", u.URL, &errs), "/")
+	if pu, err := url.Parse(base); len(errs) == 0 && (err != nil || pu.Scheme != "https" || pu.Host == "") {
+		errs = append(errs, d.errorAt(ptr+"/url", "must be an absolute https URL: UAMP is served over TLS only"))
+	}
+	name := u.Name
+	if name == "" {
+		name = uampToolName(u.DID)
+	}
+	tier, err := d.tierFor(name, govern.WriteLowRisk, false)
+	switch {
+	case err != nil:
+		errs = append(errs, d.errorAt(ptr, err.Error()))
+	case tier == govern.WriteHighRisk:
+		errs = append(errs, d.errorAt(ptr, fmt.Sprintf("remote agent %q cannot be write_high_risk: it has no rollback", name)))
+	}
+	if len(errs) > 0 {
+		return llm.Tool{}, errs
+	}
+	opts := *b.opts.UAMP
+	c, err := messaging.NewClient(base, &opts)
+	if err != nil {
+		return llm.Tool{}, []*Error{d.errorAt(ptr, err.Error())}
+	}
+	desc := u.Description
+	if desc == "" {
+		desc = "Asks the remote agent " + u.DID + " to do a task and returns its answer."
+	}
+	tool, err := uampagent.NewTool(c, u.DID, &uampagent.ToolOptions{Name: name, Description: desc, Parameters: subagentSchema})
+	if err != nil {
+		return llm.Tool{}, []*Error{d.errorAt(ptr, err.Error())}
+	}
+	return govern.Declare(tool, govern.Declaration{Tier: tier}), nil
 }
 
 // subagentSchema is the parameters of a sub-agent tool: the task, as
@@ -425,7 +483,7 @@ func (b *builder) tool(d *Definition, i int) (llm.Tool, []*Error) {
 	case "webhook":
 		return b.webhook(d, i, ptr+"/webhook")
 	}
-	return llm.Tool{}, []*Error{d.errorAt(ptr, fmt.Sprintf("%s tools are not supported by this version of agentry yet", t.kind()))}
+	return llm.Tool{}, []*Error{d.errorAt(ptr, fmt.Sprintf("no builder for tools of kind %q", t.kind()))} // Load admits no other kind
 }
 
 // tierFor is the tier of the tool named name: its own (declared) tier,

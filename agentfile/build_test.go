@@ -3,10 +3,12 @@ package agentfile_test
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,10 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/agentfile"
+	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/scripted"
+	"github.com/agentry-dev/agentry/messaging"
+	"github.com/agentry-dev/agentry/messaging/uampagent"
 	"github.com/agentry-dev/agentry/runs"
 	"github.com/agentry-dev/agentry/server"
 	"github.com/agentry-dev/agentry/store"
@@ -285,7 +292,7 @@ func TestBuild_Errors(t *testing.T) {
 		{"lowering a builtin", "model: scripted:demo\ntools:\n  - builtin: wipe\ngovern:\n  risk: {wipe: read_only}\n", `would lower tool "wipe" from write_low_risk to read_only`},
 		{"no scripted file", "model: scripted:nope.yaml\n", `a.yaml:1: /model: scripted: open`},
 		{"own workflow without a server", "model: scripted:demo\ntools:\n  - workflow: store\n", `a.yaml:3: /tools/0/workflow: workflow "store" is the server's own, but no server serves workflows here: give its url`},
-		{"uamp", "model: scripted:demo\ntools:\n  - uamp: {url: 'https://h', did: 'did:web:h'}\n", `a.yaml:3: /tools/0: uamp tools are not supported by this version of agentry yet`},
+		{"uamp", "model: scripted:demo\ntools:\n  - uamp: {url: 'https://h', did: 'did:web:h'}\n", `a.yaml:3: /tools/0/uamp: a uamp tool needs a UAMP identity to ask with`},
 		{"mcp url", "model: scripted:demo\ntools:\n  - mcp: {url: 'ftp://x'}\n", `a.yaml:3: /tools/0/mcp/url: must be an absolute http or https URL`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -498,4 +505,69 @@ func TestBuild_WorkflowRollback(t *testing.T) {
 	if fmt.Sprintf("%p", cfg.Governance.Rollbacks["uaip.task"]) != fmt.Sprintf("%p", mine) {
 		t.Error("Build replaced the configuration's own rollback handler")
 	}
+}
+
+// A uamp tool asks a remote agent over UAMP (signed envelopes, mutual
+// TLS): its answer is the tool's result.
+func TestBuild_UAMPTool(t *testing.T) {
+	remote, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.New(scripted.Step{Text: "Sheep eat grass."}).Ref()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serverCert, err := messaging.GenerateDevCert(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientKey, err := envelope.GenerateKey(envelope.EdDSA, "did:web:client.example#key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted, _ := envelope.NewKeySet(clientKey.Public())
+	usrv := messaging.NewServer(uampagent.NewHandler(remote, nil), &messaging.Options{
+		ID: "did:web:agent.example", Keys: trusted, Authenticate: messaging.ClientKeys(trusted, nil)})
+	t.Cleanup(func() { usrv.Close() })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := messaging.NewHTTPServer(usrv, messaging.RequestClientCertificates(messaging.TLSConfig(serverCert.TLS, nil)))
+	go hs.ServeTLS(ln, "", "")
+	t.Cleanup(func() { hs.Close() })
+	clientCert, err := messaging.KeyCertificate(clientKey, "did:web:client.example", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := agentDir(t, map[string]string{
+		"asker.yaml": `model: scripted:scripts/asker.yaml
+tools:
+  - uamp: {url: "https://` + ln.Addr().String() + `", did: "did:web:agent.example", name: shepherd, description: Knows sheep}
+`,
+		"scripts/asker.yaml": `steps:
+  - tool_calls: [{id: c1, name: shepherd, arguments: {input: "What do sheep eat?"}}]
+  - text: "they eat grass"
+`})
+	opts := &agentfile.Options{UAMP: &messaging.ClientOptions{Key: clientKey,
+		TLS: &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert}}}}
+	srv := startServer(t, dir, opts, nil)
+	run := waitRun(t, srv, "asker", "ask the shepherd")
+	if run.Status != runs.Delivered || run.Output != "they eat grass" {
+		t.Fatalf("run %+v", run)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for ev, err := range srv.Runs().Events(ctx, run.RequestID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == runs.EventToolResult && ev.Tool == "shepherd" {
+			if ev.Outcome != govern.Success || !strings.Contains(string(ev.Result), "Sheep eat grass.") {
+				t.Errorf("shepherd: outcome %s, result %s", ev.Outcome, ev.Result)
+			}
+			return
+		}
+		if ev.Type == runs.EventEnded {
+			break
+		}
+	}
+	t.Error("no tool_result event for the remote agent")
 }

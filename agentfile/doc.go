@@ -15,13 +15,12 @@
 // sub-agent cycle — each is an error naming the file and the line, and
 // nothing is half-loaded.
 //
-// Tool kinds built today: builtin (a tool the program provides, by
-// name), webhook (an HTTP endpoint called as the YAML workflows' webhooks
-// are, with an optional compensating call as its UAICP rollback_action),
-// mcp (an MCP server's tools, stdio or Streamable HTTP, through the
-// official Go SDK), workflow (a UAIP workflow walked in a session per
-// run, its stage's tasks as the tools) and agent (another agent of the
-// directory as a sub-agent, each call a governed child run). The kind
-// uamp is read and checked but not built yet: Build refuses it, naming
-// the file and line.
+// The tool kinds: builtin (a tool the program provides, by name), webhook
+// (an HTTP endpoint called as the YAML workflows' webhooks are, with an
+// optional compensating call as its UAICP rollback_action), mcp (an MCP
+// server's tools, stdio or Streamable HTTP, through the official Go SDK),
+// workflow (a UAIP workflow walked in a session per run, its stage's
+// tasks as the tools), agent (another agent of the directory as a
+// sub-agent, each call a governed child run) and uamp (a remote agent
+// asked over UAMP).
 package agentfile

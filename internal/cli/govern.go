@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/models"
 	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/messaging"
 	"github.com/agentry-dev/agentry/server"
 )
 
@@ -54,6 +56,13 @@ func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Def
 		opts := &agentfile.Options{Builtins: builtinTools(ledger), WorkflowToken: f.token}
 		if cfg.Listener != nil { // the server's own workflows, over its plain port
 			opts.WorkflowURL = "http://" + cfg.Listener.Addr().String()
+		}
+		if u := cfg.UAMP; u != nil && u.Key != nil { // uamp tools ask as the server's UAMP identity
+			cert, err := messaging.KeyCertificate(u.Key, u.DID, 0)
+			if err != nil {
+				return fmt.Errorf("agents: a client certificate for uamp tools: %w", err)
+			}
+			opts.UAMP = &messaging.ClientOptions{Key: u.Key, TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}
 		}
 		if err := agentfile.Build(cfg, defs, opts); err != nil {
 			return fmt.Errorf("agents:\n%w", err)

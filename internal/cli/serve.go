@@ -323,16 +323,16 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 		MaxBodyBytes: f.maxBody, MaxInFlight: f.maxFlight, UIAPRateLimit: &limit, WebDemo: true,
 		Listener: ln, TLSListener: tlsLn, Logger: logger,
 	}
+	if tlsLn != nil { // before the agents: their uamp tools ask with its identity
+		if cfg.UAMP, err = uampConfig(e, f, logger, tlsLn); err != nil {
+			return err
+		}
+	}
 	if err := governance(e, f, cfg, defs, logger); err != nil {
 		return err
 	}
 	if f.auditLog != "" {
 		cfg.Audit = []server.AuditExport{{Name: "jsonl:" + f.auditLog, Sink: audit.JSONLFile(f.auditLog)}}
-	}
-	if tlsLn != nil {
-		if cfg.UAMP, err = uampConfig(e, f, logger, tlsLn); err != nil {
-			return err
-		}
 	}
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
