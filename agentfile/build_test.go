@@ -435,23 +435,9 @@ tools:
 		t.Fatalf("run %+v", run)
 	}
 	// The task ran in the run's session and returned the coffee.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for ev, err := range srv.Runs().Events(ctx, run.RequestID, 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ev.Type == runs.EventToolResult && ev.Tool == "search_products" {
-			if ev.Outcome != govern.Success || !strings.Contains(string(ev.Result), "SKU-001") {
-				t.Errorf("search_products: %+v (result %s)", ev, ev.Result)
-			}
-			return
-		}
-		if ev.Type == runs.EventEnded {
-			break
-		}
+	if ev := toolResult(t, srv, run.RequestID, "search_products"); ev.Outcome != govern.Success || !strings.Contains(string(ev.Result), "SKU-001") {
+		t.Errorf("search_products: %+v (result %s)", ev, ev.Result)
 	}
-	t.Error("no tool_result event for search_products")
 }
 
 // limits.timeout bounds a run's execution: a tool that never answers
@@ -553,21 +539,28 @@ tools:
 	if run.Status != runs.Delivered || run.Output != "they eat grass" {
 		t.Fatalf("run %+v", run)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	if ev := toolResult(t, srv, run.RequestID, "shepherd"); ev.Outcome != govern.Success || !strings.Contains(string(ev.Result), "Sheep eat grass.") {
+		t.Errorf("shepherd: outcome %s, result %s", ev.Outcome, ev.Result)
+	}
+}
+
+// toolResult returns the tool_result event of the run's call of tool,
+// failing the test when the run ended without one.
+func toolResult(t *testing.T, srv *server.Server, requestID, tool string) *runs.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a safety net far beyond the work
 	defer cancel()
-	for ev, err := range srv.Runs().Events(ctx, run.RequestID, 0) {
+	for ev, err := range srv.Runs().Events(ctx, requestID, 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.Type == runs.EventToolResult && ev.Tool == "shepherd" {
-			if ev.Outcome != govern.Success || !strings.Contains(string(ev.Result), "Sheep eat grass.") {
-				t.Errorf("shepherd: outcome %s, result %s", ev.Outcome, ev.Result)
-			}
-			return
-		}
-		if ev.Type == runs.EventEnded {
-			break
+		switch {
+		case ev.Type == runs.EventToolResult && ev.Tool == tool:
+			return ev
+		case ev.Type == runs.EventEnded:
+			t.Fatalf("no tool_result event for %s", tool)
 		}
 	}
-	t.Error("no tool_result event for the remote agent")
+	t.Fatalf("the events of %s ended without a tool_result for %s", requestID, tool)
+	return nil
 }
