@@ -418,17 +418,28 @@ func (b *builder) subagentTool(g *govern.Governor, d *Definition, i int) (llm.To
 // scripted model's file relative to the agent file.
 func (b *builder) model(d *Definition) (llm.ModelReference, error) {
 	s := &d.spec
-	spec := s.Model
+	var errs []*Error
+	spec := b.expand(d, "/model", s.Model, &errs)
+	if len(errs) > 0 {
+		return llm.ModelReference{}, errors.New(errs[0].Message)
+	}
 	if p, m, _ := strings.Cut(spec, ":"); p == "scripted" && isScriptFile(m) && !filepath.IsAbs(m) {
 		spec = "scripted:" + filepath.Join(filepath.Dir(d.file), m)
 	}
-	var errs []*Error
 	base := ""
 	if s.BaseURL != "" {
 		base = b.expand(d, "/base_url", s.BaseURL, &errs)
 	}
 	if len(errs) > 0 {
 		return llm.ModelReference{}, errors.New(errs[0].Message)
+	}
+	provider, _, _ := strings.Cut(spec, ":")
+	for _, name := range models.BaseURLEnv(provider) {
+		if base != "" {
+			break
+		}
+		v, _ := b.lookup(name)
+		base = strings.TrimSpace(v)
 	}
 	ref, err := models.Resolve(spec, base)
 	if err != nil {

@@ -383,8 +383,10 @@ func (d *Definition) check() []*Error {
 			errs = append(errs, d.errorAt("", fmt.Sprintf("the file name %q is not an agent name (1 to 64 lowercase letters, digits, _ or -): rename the file or set name", base)))
 		}
 	}
+	// A model from the environment ("${NAME:-DEFAULT}") is checked by
+	// Build, once expanded.
 	provider, _, _ := strings.Cut(s.Model, ":")
-	if !knownProvider(provider) {
+	if !strings.Contains(s.Model, "${") && !knownProvider(provider) {
 		errs = append(errs, d.errorAt("/model", fmt.Sprintf("unknown provider %q (want %s)", provider, strings.Join(providerNames(), ", "))))
 	}
 	if _, err := duration(s.Limits.Timeout); err != nil {

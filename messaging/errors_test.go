@@ -396,3 +396,31 @@ func TestUAMP_5_ConsumerChecks(t *testing.T) {
 		}
 	}
 }
+
+// An envelope may be addressed to one of Options.Hosted instead of the
+// server's ID (UAMP 1.0 §9, the hub's child agents); the handler sees to.
+func TestUAMP_9_HostedIdentities(t *testing.T) {
+	const hosted = serverDID + ":agents:support"
+	got := make(chan []string, 1)
+	h := HandlerFunc(func(ctx context.Context, req *envelope.Envelope, s *Stream) error {
+		got <- req.To
+		return nil
+	})
+	ck, _ := testKeys(t)
+	keys, _ := envelope.NewKeySet(ck.Public())
+	env := newTestEnv(t, h, &Options{Keys: keys, Hosted: []string{hosted}})
+	withCert := env.rawClient(&env.clientCert.TLS)
+	e := ask("x")
+	e.To = []string{hosted}
+	if status, _, werr := env.post(t, withCert, mediaType, signed(t, e, ck)); status != 202 {
+		t.Fatalf("ask to a hosted identity: HTTP %d %+v, want 202", status, werr)
+	}
+	if to := <-got; len(to) != 1 || to[0] != hosted {
+		t.Errorf("the handler saw to = %v", to)
+	}
+	e = ask("x")
+	e.To = []string{serverDID + ":agents:other"}
+	if status, _, werr := env.post(t, withCert, mediaType, signed(t, e, ck)); status != 403 || werr == nil || werr.Code != envelope.CodeUnauthorized {
+		t.Fatalf("ask to an identity not hosted: HTTP %d %+v, want 403", status, werr)
+	}
+}

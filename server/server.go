@@ -282,6 +282,7 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	s.core.handle("/v1/runs", runsHTTP)
 	s.core.handle("/v1/runs/", runsHTTP)
 	s.core.handle("/v1/agents", runsHTTP)
+	s.core.handle("/v1/agents/", runsHTTP)
 	return nil
 }
 

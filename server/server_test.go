@@ -89,6 +89,7 @@ func TestServer_TokenGuardsEveryEndpoint(t *testing.T) {
 		{"POST", "/v1/runs", `{"agent":"support","input":"status of o-1002?"}`},
 		{"GET", "/v1/runs", ""},
 		{"GET", "/v1/agents", ""},
+		{"GET", "/v1/agents/support", ""},
 		{"GET", "/v1/approvals", ""},
 		{"POST", "/uiap/sessions", `{}`},
 		{"GET", "/uiap/ws", ""},
@@ -106,6 +107,12 @@ func TestServer_TokenGuardsEveryEndpoint(t *testing.T) {
 	}
 	if code, body := do(t, h, "GET", "/v1/agents", "s3cret", ""); code != http.StatusOK || !strings.Contains(body, `"support"`) {
 		t.Errorf("/v1/agents with the token: %d %s", code, body)
+	}
+	if code, body := do(t, h, "GET", "/v1/agents/support", "s3cret", ""); code != http.StatusOK || !strings.Contains(body, `"name":"support"`) {
+		t.Errorf("/v1/agents/support with the token: %d %s", code, body)
+	}
+	if code, body := do(t, h, "GET", "/v1/agents/nobody", "s3cret", ""); code != http.StatusNotFound || !strings.Contains(body, `"UNKNOWN_AGENT"`) {
+		t.Errorf("/v1/agents/nobody with the token: %d %s", code, body)
 	}
 }
 

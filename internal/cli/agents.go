@@ -2,13 +2,19 @@ package cli
 
 import (
 	"fmt"
+	"io/fs"
+	"os"
+	"path"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/agentry-dev/agentry/agentfile"
+	exampleagents "github.com/agentry-dev/agentry/examples/agents"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/demo"
+	"github.com/agentry-dev/agentry/internal/models"
+	"github.com/agentry-dev/agentry/internal/yamldoc"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/server"
 	"github.com/spf13/cobra"
@@ -69,7 +75,11 @@ them under governance.`,
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tMODEL\tTOOLS\tDESCRIPTION")
 			for _, d := range defs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Name, d.Model, strings.Join(d.Tools, " "), firstLine(d.Description))
+				model, err := yamldoc.ExpandEnv(d.Model, os.LookupEnv)
+				if err != nil {
+					model = d.Model
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Name, model, strings.Join(d.Tools, " "), firstLine(d.Description))
 			}
 			return tw.Flush()
 		},
@@ -100,4 +110,63 @@ func loadAgents(dir string, build bool) ([]*agentfile.Definition, error) {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
+}
+
+// serveAgents loads the agent files serve serves: those of --agents, or
+// the example support and echo agents built into the binary.
+func serveAgents(f *serveFlags) ([]*agentfile.Definition, error) {
+	if f.agents != "" {
+		defs, err := agentfile.LoadDir(f.agents)
+		if err != nil {
+			return nil, fmt.Errorf("agents:\n%w", err)
+		}
+		if len(defs) == 0 {
+			return nil, fmt.Errorf("agents: no agent files (*.yaml, *.yml, *.json) in %s", f.agents)
+		}
+		return defs, nil
+	}
+	return defaultAgents()
+}
+
+// defaultAgents loads examples/agents.Defaults, named by their paths in
+// the repository.
+func defaultAgents() ([]*agentfile.Definition, error) {
+	entries, err := fs.ReadDir(exampleagents.Defaults, ".")
+	if err != nil {
+		return nil, err
+	}
+	var defs []*agentfile.Definition
+	for _, e := range entries {
+		f, err := exampleagents.Defaults.Open(e.Name())
+		if err != nil {
+			return nil, err
+		}
+		d, err := agentfile.Load(f, path.Join("examples/agents", e.Name()))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("agents: %w", err)
+		}
+		defs = append(defs, d)
+	}
+	return defs, nil
+}
+
+// agentEnv is the environment agent files read: the process's, with
+// SUPPORT_MODEL and its provider's base URL variable set by
+// --agent-model and --agent-base-url.
+func agentEnv(f *serveFlags) func(string) (string, bool) {
+	set := map[string]string{}
+	if f.agentModel != "" {
+		set["SUPPORT_MODEL"] = f.agentModel
+		if f.agentBaseURL != "" {
+			provider, _, _ := strings.Cut(f.agentModel, ":")
+			set[models.EnvBaseURLName(provider)] = f.agentBaseURL
+		}
+	}
+	return func(name string) (string, bool) {
+		if v, ok := set[name]; ok {
+			return v, true
+		}
+		return os.LookupEnv(name)
+	}
 }

@@ -1,15 +1,19 @@
 package cli
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
 
 func TestAgentsCheckAndList(t *testing.T) {
 	code, out, errs := runCLI(t, "", "agents", "check", "../../examples/agents")
-	if code != 0 || !strings.Contains(out, "agents: calculator, support") {
+	if code != 0 || !strings.Contains(out, "agents: ") || !strings.Contains(out, "echo, support") {
 		t.Fatalf("check examples/agents: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = runCLI(t, "", "agents", "list", "../../examples/agents")
@@ -61,5 +65,77 @@ func TestRunDefinedAgent(t *testing.T) {
 	}
 	if code, _, errs = runCLI(t, "", "run", "--agent", "../../examples/agents/calculator.yaml", "-m", "scripted:demo", "hi"); code != 2 || !strings.Contains(errs, "drop --model") {
 		t.Errorf("--agent with -m: exit %d: %s", code, errs)
+	}
+}
+
+// Without --agents, serve serves the example agent files support.yaml
+// and echo.yaml (one path: no agent is built in Go); --agent-model sets
+// the support agent's model through SUPPORT_MODEL.
+func TestServeDefaultAgentsAreTheExampleFiles(t *testing.T) {
+	srv := serveInProcess(t, t.TempDir(), "--tls-addr", "")
+	var list struct {
+		Agents []struct {
+			Name, Model string
+			Tools       []struct{ Name, Risk string }
+		}
+	}
+	getJSON(t, srv.plainURL+"/v1/agents", &list)
+	got := map[string]string{}
+	for _, a := range list.Agents {
+		var tools []string
+		for _, tl := range a.Tools {
+			tools = append(tools, tl.Name+"="+tl.Risk)
+		}
+		got[a.Name] = a.Model + " " + strings.Join(tools, ",")
+	}
+	want := map[string]string{
+		"support": "scripted:support lookup_order=read_only,refund_order=write_high_risk",
+		"echo":    "scripted:echo ",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("GET /v1/agents = %v, want %v", got, want)
+	}
+	var run struct{ Status, Output string }
+	postJSON(t, srv.plainURL+"/v1/runs", `{"agent":"echo","input":"hello there","wait":true}`, &run)
+	if run.Status != "delivered" || run.Output != "hello there" {
+		t.Errorf("echo run = %+v", run)
+	}
+
+	srv = serveInProcess(t, t.TempDir(), "--tls-addr", "", "--agent-model", "scripted:demo")
+	getJSON(t, srv.plainURL+"/v1/agents/support", &list.Agents[0])
+	if list.Agents[0].Model != "scripted:demo" {
+		t.Errorf("--agent-model scripted:demo: the support agent's model is %q", list.Agents[0].Model)
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %s %s", url, resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+func postJSON(t *testing.T, url, body string, v any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s: %s %s", url, resp.Status, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("POST %s: %v: %s", url, err, b)
 	}
 }

@@ -7,20 +7,18 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/agentfile"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/approverkey"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/models"
-	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/messaging"
 	"github.com/agentry-dev/agentry/server"
 )
 
 // governance sets cfg's governance (--policy, --approvers, --node) and
-// its agents: those defs define (--agents), else the built-in support
-// agent on --agent-model, whose refunds the governor can roll back.
+// its agents: those defs define (serveAgents), whose builtin refunds the
+// governor can roll back.
 func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Definition, logger *slog.Logger) error {
 	keys, keyringPath, err := loadApprovers(f, logger)
 	if err != nil {
@@ -32,41 +30,29 @@ func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Def
 			return err
 		}
 	}
-	model := builtin.SupportModel().Ref()
-	if f.agentModel != "" {
-		if model, err = models.Resolve(f.agentModel, f.agentBaseURL); err != nil {
+	if f.agentModel != "" { // refused early, as a usage error, not as the agent file's
+		if _, err := models.Resolve(f.agentModel, f.agentBaseURL); err != nil {
 			return usageError("--agent-model: %v", err)
 		}
 	}
 	ledger := builtin.NewLedger()
 	cfg.Governance = &govern.Options{
 		Node: f.node, Policy: policy, Keyring: keys,
-		Classes:   []govern.TaskClass{builtin.SupportClass()},
 		Rollbacks: map[string]govern.RollbackFunc{builtin.RefundReversal: ledger.RollbackHandler()},
 	}
-	cfg.Agents = []server.Agent{{
-		Name: builtin.SupportAgentName, Description: "Answers order questions; refunds need a human approval",
-		Options: agent.Options{LLMOptions: llm.LLMOptions{Model: model, Tools: builtin.SupportTools(ledger),
-			System: "You are a support agent. Look orders up before answering; refund only when asked."}},
-		Govern: govern.AgentOptions{TaskClass: builtin.SupportTaskClass,
-			Identity: govern.Identity{AgentID: "agent:support", OwnerID: "agentry:serve", ControlClass: govern.HumanSupervised}},
-	}}
-	if defs != nil {
-		cfg.Agents = nil
-		opts := &agentfile.Options{Builtins: builtinTools(ledger), WorkflowToken: f.token}
-		if cfg.Listener != nil { // the server's own workflows, over its plain port
-			opts.WorkflowURL = "http://" + cfg.Listener.Addr().String()
+	opts := &agentfile.Options{Builtins: builtinTools(ledger), WorkflowToken: f.token, LookupEnv: agentEnv(f)}
+	if cfg.Listener != nil { // the server's own workflows, over its plain port
+		opts.WorkflowURL = "http://" + cfg.Listener.Addr().String()
+	}
+	if u := cfg.UAMP; u != nil && u.Key != nil { // uamp tools ask as the server's UAMP identity
+		cert, err := messaging.KeyCertificate(u.Key, u.DID, 0)
+		if err != nil {
+			return fmt.Errorf("agents: a client certificate for uamp tools: %w", err)
 		}
-		if u := cfg.UAMP; u != nil && u.Key != nil { // uamp tools ask as the server's UAMP identity
-			cert, err := messaging.KeyCertificate(u.Key, u.DID, 0)
-			if err != nil {
-				return fmt.Errorf("agents: a client certificate for uamp tools: %w", err)
-			}
-			opts.UAMP = &messaging.ClientOptions{Key: u.Key, TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}
-		}
-		if err := agentfile.Build(cfg, defs, opts); err != nil {
-			return fmt.Errorf("agents:\n%w", err)
-		}
+		opts.UAMP = &messaging.ClientOptions{Key: u.Key, TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}
+	}
+	if err := agentfile.Build(cfg, defs, opts); err != nil {
+		return fmt.Errorf("agents:\n%w", err)
 	}
 	n := len(keys.Keys())
 	logger.Info("governance", "approver_keys", n, "keyring", keyringPath)

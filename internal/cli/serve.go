@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentry-dev/agentry/agentfile"
 	"github.com/agentry-dev/agentry/govern/audit"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/server"
@@ -44,13 +43,14 @@ type serveFlags struct {
 	approvers  string
 	policy     string
 	node       string
-	// agents is a directory of agent files (agentfile), served instead
-	// of the built-in support agent.
-	agents     string
-	agentModel string
-	// agentBaseURL is the API address of agentModel's provider.
-	agentBaseURL string
-	auditLog     string
+	// agents is a directory of agent files (agentfile); "" serves the
+	// example support and echo agents (examples/agents.Defaults).
+	agents string
+	// agentModel and agentBaseURL set SUPPORT_MODEL and the base URL
+	// variable of its provider for the agent files (support.yaml reads
+	// ${SUPPORT_MODEL:-scripted:support}).
+	agentModel, agentBaseURL string
+	auditLog                 string
 
 	// The TLS listener (UAMP, discovery, and the plain endpoints again).
 	tlsAddr    string
@@ -89,9 +89,10 @@ WebSocket (/web/demo/ws) is served by a scripted agent that shops in it.
 With --token the web demo is off (404): a browser cannot send the token on
 a WebSocket, and an open demo would run an agent for anyone.
 
-UAICP-0.3 (governed agent runs): POST /v1/runs starts a run of the
-built-in "support" agent ({"agent":"support","input":"refund o-1001",
-"wait":true}), GET /v1/runs/{id} reports it (?wait=30s: once it has
+UAICP-0.3 (governed agent runs): the agents are the agent files of
+--agents DIR (docs/agents.md), else the example "support" and "echo"
+agents (examples/agents, built in). POST /v1/runs starts a run
+({"agent":"support","input":"refund o-1001","wait":true}), GET /v1/runs/{id} reports it (?wait=30s: once it has
 delivered, failed safe or paused for a human), GET /v1/runs lists runs,
 POST /v1/runs/{id}/cancel cancels one, GET /v1/runs/{id}/events streams
 its events (SSE), GET /v1/agents[/{name}] describes the agents (model, tools and their tiers). Every tool call is gated by
@@ -162,8 +163,8 @@ a flag on the command line wins.`,
 	fl.StringVar(&f.policy, "policy", "", "YAML rule policy for governed tool calls (default: allow; tiers still apply)")
 	fl.StringVar(&f.node, "node", "", "this replica's stable name in the audit journal (replicas sharing a PostgreSQL store need distinct names)")
 	fl.StringVar(&f.auditLog, "audit-log", "", "also export every audit journal record to this JSONL file (asynchronously; resumes where it stopped)")
-	fl.StringVar(&f.agents, "agents", "", "a directory of agent files (docs/agents.md) to serve instead of the built-in support agent")
-	fl.StringVar(&f.agentModel, "agent-model", "", "provider:model for the built-in support agent (default: its offline model)")
+	fl.StringVar(&f.agents, "agents", "", "a directory of agent files (docs/agents.md) to serve (default: the example support and echo agents of examples/agents)")
+	fl.StringVar(&f.agentModel, "agent-model", "", "provider:model of the support agent: sets SUPPORT_MODEL for the agent files (default: its offline model, scripted:support)")
 	fl.StringVar(&f.agentBaseURL, "agent-base-url", "", "API address of --agent-model's provider (else <PROVIDER>_BASE_URL, the vendor's variable such as OPENAI_BASE_URL, or its default; compat:MODEL needs one)")
 	fl.StringVar(&f.tlsAddr, "tls-addr", "127.0.0.1:8443", "TLS 1.3 listen address: UAMP, discovery and every --addr endpoint (empty: no TLS listener)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate of the TLS listener (default: a development certificate made under --data)")
@@ -288,14 +289,9 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 	if err != nil {
 		return fmt.Errorf("workflows: %w", err)
 	}
-	var defs []*agentfile.Definition
-	if f.agents != "" {
-		if defs, err = agentfile.LoadDir(f.agents); err != nil {
-			return fmt.Errorf("agents:\n%w", err)
-		}
-		if len(defs) == 0 {
-			return fmt.Errorf("agents: no agent files (*.yaml, *.yml, *.json) in %s", f.agents)
-		}
+	defs, err := serveAgents(f)
+	if err != nil {
+		return err
 	}
 
 	// Bind first: a second server on a busy port fails here, before it

@@ -58,12 +58,14 @@ var providers = map[string]factory{
 		}
 		return openai.Compatible("compat", base, m, nil), nil
 	}},
-	"scripted": {"offline models: scripted:demo, scripted:support (the example support agent's), or scripted:FILE playing a YAML/JSON script", func(m, _ string) (llm.ModelReference, error) {
+	"scripted": {"offline models: scripted:demo, scripted:support (the example support agent's), scripted:echo (answers with the prompt), or scripted:FILE playing a YAML/JSON script", func(m, _ string) (llm.ModelReference, error) {
 		switch m {
 		case demo.ModelID:
 			return demo.Model().Ref(), nil
 		case builtin.SupportModelID:
 			return builtin.SupportModel().Ref(), nil
+		case builtin.EchoModelID:
+			return builtin.EchoModel().Ref(), nil
 		}
 		f, err := os.Open(m)
 		if err != nil {

@@ -426,6 +426,8 @@ var (
 // ExpandEnv replaces ${NAME} with the environment variable NAME, looked
 // up with lookup (os.LookupEnv when nil); an unset variable is an error
 // naming it, not an empty string, and so is a malformed reference.
+// ${NAME:-DEFAULT} is DEFAULT when NAME is unset or empty (as in the
+// POSIX shell); DEFAULT is taken as written, up to the closing brace.
 func ExpandEnv(s string, lookup func(string) (string, bool)) (string, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -435,7 +437,7 @@ func ExpandEnv(s string, lookup func(string) (string, bool)) (string, error) {
 	}
 	var err error
 	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
-		name := ref[2 : len(ref)-1]
+		name, def, hasDefault := strings.Cut(ref[2:len(ref)-1], ":-")
 		var v string
 		var ok bool
 		switch {
@@ -443,7 +445,11 @@ func ExpandEnv(s string, lookup func(string) (string, bool)) (string, error) {
 		case !envName.MatchString(name):
 			err = fmt.Errorf("invalid environment variable reference %q", ref)
 		default:
-			if v, ok = lookup(name); !ok {
+			v, ok = lookup(name)
+			switch {
+			case hasDefault && v == "":
+				v = def
+			case !ok:
 				err = fmt.Errorf("environment variable %s is not set", name)
 			}
 		}
