@@ -119,7 +119,7 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 		return nil, err
 	}
 	if c.UAMP != nil {
-		if s.uamp, err = newUAMPService(c.UAMP, s.st.Replay(), s.core.handler(), c.Logger); err != nil {
+		if s.uamp, err = newUAMPService(c.UAMP, s.st.Replay(), s.core.handler(), c.Agents, s.runs, c.Logger); err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, s.uamp.close)

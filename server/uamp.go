@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/agentry-dev/agentry/messaging"
 	"github.com/agentry-dev/agentry/messaging/discovery"
 	"github.com/agentry-dev/agentry/messaging/grpcmsg"
+	"github.com/agentry-dev/agentry/runs"
 	"google.golang.org/grpc"
 )
 
@@ -29,7 +31,7 @@ type uampService struct {
 	log  *slog.Logger
 }
 
-func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handler, logger *slog.Logger) (*uampService, error) {
+func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handler, agents []Agent, svc *runs.Service, logger *slog.Logger) (*uampService, error) {
 	switch {
 	case c.DID == "":
 		return nil, errors.New("server: UAMP needs a DID")
@@ -76,12 +78,42 @@ func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handle
 			Limits:    envelope.Limits{MaxBodyKB: envelope.MaxEnvelopeSize >> 10},
 		}
 	}
+	// Each agent at its own DID under the server's (agentDID), its asks
+	// governed runs, its signed manifest listed in the hub.
+	base := c.BaseURL
+	if base == "" {
+		host, _, _ := strings.Cut(strings.TrimPrefix(c.DID, "did:web:"), ":")
+		if u, err := url.PathUnescape(host); err == nil {
+			host = u
+		}
+		base = "https://" + host
+	}
+	base = strings.TrimSuffix(base, "/")
+	rt := &router{own: h, agents: map[string]messaging.Handler{}}
+	var hosted []string
+	var children []discovery.HubEntry
+	manifests := map[string][]byte{}
+	if svc != nil {
+		for _, a := range agents {
+			did := agentDID(c.DID, a.Name)
+			m := manifest
+			m.Description = a.Description
+			signed, err := envelope.SignManifest(&m, c.Key)
+			if err != nil {
+				return nil, fmt.Errorf("server: signing the manifest of agent %s: %w", a.Name, err)
+			}
+			rt.agents[did] = &runHandler{svc: svc, name: a.Name}
+			hosted = append(hosted, did)
+			children = append(children, discovery.HubEntry{DID: did, URL: base + agentManifestPath(a.Name)})
+			manifests[agentManifestPath(a.Name)] = []byte(signed)
+		}
+	}
 	replay := envelope.NewReplayWindow(&envelope.ReplayOptions{Store: replayStore})
-	uamp := messaging.NewServer(h, &messaging.Options{
-		ID: c.DID, Key: c.Key, Keys: trusted, Replay: replay,
+	uamp := messaging.NewServer(rt, &messaging.Options{
+		ID: c.DID, Hosted: hosted, Key: c.Key, Keys: trusted, Replay: replay,
 		Authenticate: authenticate, Logger: logger,
 	})
-	disc, err := discovery.Handler(&discovery.ServerOptions{DID: c.DID, Key: c.Key, BaseURL: c.BaseURL, Manifest: manifest})
+	disc, err := discovery.Handler(&discovery.ServerOptions{DID: c.DID, Key: c.Key, BaseURL: c.BaseURL, Manifest: manifest, Children: children})
 	if err != nil {
 		uamp.Close()
 		return nil, err
@@ -93,6 +125,14 @@ func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handle
 	mux.Handle("/v1/stream/", uamp)
 	mux.Handle("/uamp/1/ws", uamp)
 	mux.Handle("/.well-known/", disc)
+	for path, body := range manifests {
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", envelope.ManifestMediaType)
+			w.Header().Set("Cache-Control", "public, max-age=300")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			w.Write(body)
+		})
+	}
 	mux.Handle("/", plain)
 	// gRPC (uamp.v1.Agent) shares the listener: HTTP/2 calls of type
 	// application/grpc go to grpc.Server.ServeHTTP (the handshake is the

@@ -108,8 +108,12 @@ started goes on, and paused runs resume once decided.
 
 UAMP-1.0 (signed agent messaging) on the TLS 1.3 listener --tls-addr
 only, never on --addr: POST /v1/messages, GET /v1/stream/{id} (SSE),
-/uamp/1/ws (WebSocket) and gRPC (uamp.v1.Agent), answered by the built-in
-"echo" agent at did:web:<host>%3A<port>; the signed manifest, hub and DID
+/uamp/1/ws (WebSocket) and gRPC (uamp.v1.Agent). The server's DID,
+did:web:<host>%3A<port>, answers with the protocol echo (body.content
+back as chunks, then done); each agent NAME is served at
+<DID>:agents:NAME, an ask being a governed run of it (its events as
+deltas, its answer in done); the signed manifest, hub (listing the
+agents, whose manifests are under /agents/NAME/.well-known/) and DID
 document under /.well-known/. The listener serves every endpoint of --addr as well. Its
 certificate is --tls-cert/--tls-key, or a self-signed development
 certificate made under --data (tls/cert.pem, reused on restart: give it

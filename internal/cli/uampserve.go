@@ -112,7 +112,7 @@ func uampConfig(e *env, f *serveFlags, logger *slog.Logger, ln net.Listener) (*s
 	}
 	n := len(trusted.Keys())
 	logger.Info("UAMP serving", "url", u.BaseURL, "did", did, "certificate", certDesc, "trusted_keys", n, "trust", trustPath)
-	fmt.Fprintf(e.stderr, "agentry: UAMP on %s as %s (echo agent; %s)\n", u.BaseURL, did, certDesc)
+	fmt.Fprintf(e.stderr, "agentry: UAMP on %s as %s (protocol echo; each agent at %s:agents:NAME; %s)\n", u.BaseURL, did, did, certDesc)
 	if n == 0 {
 		fmt.Fprintf(e.stderr, "agentry: UAMP trusts no client key: every envelope is refused (agentry uamp keygen --out ~/.config/agentry/client.jwk > ~/.config/agentry/client.pub.jwk, then --uamp-trust ~/.config/agentry/client.pub.jwk: keep private keys out of a repository)\n")
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -248,5 +249,91 @@ func TestConformanceUAMPAgainstServe(t *testing.T) {
 	}
 	if code, _, _ := runCLI(t, "", "conformance", "uamp", "--url", "http://127.0.0.1:1", "--key", key); code != 2 {
 		t.Errorf("http URL: exit %d, want 2", code)
+	}
+}
+
+// Each agent serve runs is also served over UAMP, at the server's DID
+// with the path agents:NAME, listed in the signed hub with its own
+// signed manifest: an ask is a governed run of the agent, its events
+// streamed as deltas and its answer in the done delta.
+func TestServeUAMPServesEachAgent(t *testing.T) {
+	dir, data := t.TempDir(), t.TempDir()
+	key := filepath.Join(dir, "client.jwk")
+	code, pub, errs := runCLI(t, "", "uamp", "keygen", "--kid", "did:web:client.example#key-1", "--out", key)
+	if code != 0 {
+		t.Fatalf("keygen: %s", errs)
+	}
+	srv := serveInProcess(t, data, "--uamp-trust", writeFile(t, dir, "client.pub.jwk", pub))
+	ca := filepath.Join(data, devCertFile)
+	for _, tc := range []struct {
+		agent, input, want string
+		binding            []string
+	}{
+		{"echo", "hello over UAMP", "hello over UAMP", nil},
+		{"echo", "hello over gRPC", "hello over gRPC", []string{"--grpc"}},
+		{"support", "status of o-1002?", "o-1002", []string{"--ws"}},
+	} {
+		ask := writeFile(t, dir, "ask.json", `{"to":["`+srv.did+`:agents:`+tc.agent+`"],"body":{"type":"text/plain","content":"`+tc.input+`"}}`)
+		code, out, errs := runCLI(t, "", append([]string{"uamp", "send", srv.tlsURL, ask, "--key", key, "--ca", ca, "--timeout", "20s"}, tc.binding...)...)
+		if code != 0 {
+			t.Fatalf("%s %v: exit %d: %s", tc.agent, tc.binding, code, errs)
+		}
+		ds := deltasOf(t, out)
+		var first struct {
+			Event struct {
+				Type, Agent string
+				RequestID   string `json:"request_id"`
+			}
+		}
+		json.Unmarshal(ds[0].Payload, &first)
+		var done struct {
+			Content   string
+			RequestID string `json:"request_id"`
+		}
+		last := ds[len(ds)-1]
+		json.Unmarshal(last.Payload, &done)
+		if first.Event.Type != "run_started" || first.Event.Agent != tc.agent || last.Type != envelope.DeltaDone ||
+			!strings.Contains(done.Content, tc.want) || done.RequestID != first.Event.RequestID {
+			t.Errorf("%s %v: deltas\n%s", tc.agent, tc.binding, out)
+		}
+		// The run is a run like any other.
+		var run struct{ Agent, Status string }
+		getJSON(t, srv.plainURL+"/v1/runs/"+done.RequestID, &run)
+		if run.Agent != tc.agent || run.Status != "delivered" {
+			t.Errorf("GET /v1/runs/%s = %+v", done.RequestID, run)
+		}
+	}
+	// An agent the server does not run is not addressed here: 4.03.
+	ask := writeFile(t, dir, "ask.json", `{"to":["`+srv.did+`:agents:nobody"],"body":{"type":"text/plain","content":"hi"}}`)
+	if code, _, errs := runCLI(t, "", "uamp", "send", srv.tlsURL, ask, "--key", key, "--ca", ca); code != 1 || !strings.HasPrefix(errs, "4.03 ") {
+		t.Errorf("an unknown agent: exit %d: %s", code, errs)
+	}
+	// The hub lists the agents; their manifests are served and signed.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	var hub struct{ Manifests []struct{ DID, URL string } }
+	resp, err := hc.Get(srv.tlsURL + "/.well-known/agent-hub.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&hub)
+	resp.Body.Close()
+	urls := map[string]string{}
+	for _, m := range hub.Manifests {
+		urls[m.DID] = m.URL
+	}
+	for _, name := range []string{"echo", "support"} {
+		u, ok := urls[srv.did+":agents:"+name]
+		if !ok || !strings.HasSuffix(u, "/agents/"+name+"/.well-known/agent-manifest.json") {
+			t.Fatalf("hub %+v: no entry for %s", hub, name)
+		}
+		resp, err := hc.Get(srv.tlsURL + "/agents/" + name + "/.well-known/agent-manifest.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || strings.Count(string(b), ".") != 2 || resp.Header.Get("Content-Type") != envelope.ManifestMediaType {
+			t.Errorf("manifest of %s: %d %s", name, resp.StatusCode, b)
+		}
 	}
 }
