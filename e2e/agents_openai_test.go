@@ -44,7 +44,7 @@ func newFakeChat(t *testing.T) *fakeChat {
 				Content    any    `json:"content"`
 				ToolCallID string `json:"tool_call_id"`
 				ToolCalls  []struct {
-					ID       string `json:"id"`
+					ID       string                `json:"id"`
 					Function struct{ Name string } `json:"function"`
 				} `json:"tool_calls"`
 			} `json:"messages"`
