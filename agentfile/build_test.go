@@ -372,6 +372,61 @@ tools:
 	}
 }
 
+// A sub-agent's write_high_risk call cannot wait for an approval (it
+// runs inside its parent's call): it is refused, as an error the
+// sub-agent's model sees; the webhook never runs, no approval is
+// pending, and the parent delivers what the sub-agent said.
+func TestBuild_SubagentHighRiskCallIsRefused(t *testing.T) {
+	h := &hooks{}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	dir := agentDir(t, map[string]string{
+		"boss.yaml": `model: scripted:scripts/boss.yaml
+tools:
+  - agent: refunder
+`,
+		"refunder.yaml": `model: scripted:scripts/refunder.yaml
+tools:
+  - webhook: {name: refund_order, url: "` + hs.URL + `/refund", risk: write_high_risk, rollback: {url: "` + hs.URL + `/reverse"}}
+`,
+		"scripts/boss.yaml": `steps:
+  - tool_calls: [{id: b1, name: refunder, arguments: {input: "refund o-1"}}]
+  - text: "the refunder could not refund"
+`,
+		"scripts/refunder.yaml": `steps:
+  - tool_calls: [{id: r1, name: refund_order, arguments: {order_id: o-1}}]
+  - text: "refund refused"
+`})
+	pub, _, _ := ed25519.GenerateKey(nil)
+	srv := startServer(t, dir, nil, pub)
+	run := waitRun(t, srv, "boss", "refund o-1 through the refunder")
+	if run.Status != runs.Delivered || run.Output != "the refunder could not refund" || len(run.PendingApprovals) != 0 {
+		t.Fatalf("run %+v", run)
+	}
+	if got := h.got(); len(got) != 0 {
+		t.Errorf("the sub-agent's high-risk webhook ran: %q", got)
+	}
+	pending, err := srv.Governor().Approvals(context.Background(), true)
+	if err != nil || len(pending) != 0 {
+		t.Errorf("pending approvals %v %v", pending, err)
+	}
+	var refused bool
+	for ev, err := range srv.Runs().Events(context.Background(), run.RequestID, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type == runs.EventToolResult && ev.Tool == "refunder" && ev.Outcome == govern.Success && strings.Contains(string(ev.Result), "refund refused") {
+			refused = true
+		}
+		if ev.Type == runs.EventEnded {
+			break
+		}
+	}
+	if !refused {
+		t.Error("no tool_result of the refunder saying the refund was refused")
+	}
+}
+
 // An MCP server's tools (Streamable HTTP) are the agent's, governed with
 // the tiers of their annotations; the call reaches the server.
 func TestBuild_MCPTools(t *testing.T) {

@@ -142,3 +142,27 @@ func TestUAICP_4_3_ChildFailureBubblesUp(t *testing.T) {
 		verifyPass(t, parent, "whole")
 	})
 }
+
+// TestUAICP_4_3_ChildRunCannotWaitForApproval: a child run's
+// write_high_risk call is refused (POLICY_BLOCKED) instead of opening an
+// approval request — the child runs inside its parent's call, which
+// cannot pause on it — the tool does not run, and nothing is left
+// pending; the same call in a top-level run opens a request.
+func TestUAICP_4_3_ChildRunCannotWaitForApproval(t *testing.T) {
+	g := newGov(t, baseOpts(t, nil))
+	parent := start(t, g, govern.RunOptions{})
+	child := start(t, g, govern.RunOptions{Parent: parent})
+	_, err := child.Invoke(bg, highRisk("refund"), govern.Call{ID: "c1", Args: map[string]any{"order": "o-1"}}, notCalled(t))
+	wantReasons(t, err, govern.PolicyBlocked)
+	if ge := (*govern.Error)(nil); !errors.As(err, &ge) || ge.ApprovalID != "" {
+		t.Errorf("child refusal %+v names an approval", err)
+	}
+	if p := child.PendingApprovals(); len(p) != 0 {
+		t.Errorf("the child has pending approvals %v", p)
+	}
+	if pending, err := g.Approvals(bg, true); err != nil || len(pending) != 0 {
+		t.Errorf("pending approvals %v %v", pending, err)
+	}
+	_, err = parent.Invoke(bg, highRisk("refund"), govern.Call{ID: "p1", Args: map[string]any{"order": "o-1"}}, notCalled(t))
+	approvalOf(t, g, err)
+}

@@ -434,6 +434,12 @@ func (r *Run) approve(ctx context.Context, spec ToolSpec, call Call, intent *Cal
 		intent.ApprovalID, intent.Approver, intent.TokenID = approvalID, claims.Issuer, claims.ID
 		return useKey(approvalID), nil
 	}
+	if r.parent != nil && call.Approval == "" {
+		// A child run cannot pause: its parent's call is in flight, and
+		// nothing would resume the child inside it. Its call is refused,
+		// as an error the child's model sees; no approval is requested.
+		return "", r.block(ctx, spec, call, *intent, "a sub-agent's call cannot wait for a human approval (it runs inside its parent's call): give "+spec.Name+" to the top-level agent", PolicyBlocked)
+	}
 	if call.Approval != "" {
 		claims, err := r.g.keyring.Verify(call.Approval, time.Now())
 		if err != nil {
