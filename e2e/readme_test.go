@@ -133,8 +133,9 @@ var readmeExpect = []struct {
 	{`--task add_to_cart`, regexp.MustCompile(`SKU-001`)},
 	{`agentry run "What is (12 + 30) * 2?"`, regexp.MustCompile(`(?m)^\(12 \+ 30\) \* 2 = 84\.$`)},
 	{`agentry run --strategy react`, regexp.MustCompile(`\b84\b`)},
-	{`agentry agents check examples/agents`, regexp.MustCompile(`\d+ agents: calculator, echo, .*support`)},
+	{`agentry agents check examples/agents`, regexp.MustCompile(`\d+ agents: boss, calculator, echo, research, shopper, support`)},
 	{`agentry run --agent examples/agents/calculator.yaml`, regexp.MustCompile(`(?m)^\(12 \+ 30\) \* 2 = 84\.$`)},
+	{`agentry run --agent examples/agents/boss.yaml`, regexp.MustCompile(`(?m)^calculator returned 6\*7 = 42\.$`)},
 	{`"And 7 * 8?"`, regexp.MustCompile(`\b56\b`)},
 }
 

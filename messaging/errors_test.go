@@ -397,7 +397,7 @@ func TestUAMP_5_ConsumerChecks(t *testing.T) {
 	}
 }
 
-// An envelope may be addressed to one of Options.Hosted instead of the
+// An envelope may be addressed to an identity of Options.Hosts instead of the
 // server's ID (UAMP 1.0 §9, the hub's child agents); the handler sees to.
 func TestUAMP_9_HostedIdentities(t *testing.T) {
 	const hosted = serverDID + ":agents:support"
@@ -408,7 +408,7 @@ func TestUAMP_9_HostedIdentities(t *testing.T) {
 	})
 	ck, _ := testKeys(t)
 	keys, _ := envelope.NewKeySet(ck.Public())
-	env := newTestEnv(t, h, &Options{Keys: keys, Hosted: []string{hosted}})
+	env := newTestEnv(t, h, &Options{Keys: keys, Hosts: func(id string) bool { return id == hosted }})
 	withCert := env.rawClient(&env.clientCert.TLS)
 	e := ask("x")
 	e.To = []string{hosted}

@@ -85,11 +85,12 @@ type Options struct {
 	// of the error envelopes the server writes. Default
 	// "did:web:localhost".
 	ID string
-	// Hosted are other identities the server answers for — the agents it
-	// hosts, such as did:web:agent.example:agents:support — which an
-	// envelope may name in to instead of ID; the Handler tells them
-	// apart by the request's to.
-	Hosted []string
+	// Hosts, when set, reports the other identities the server answers
+	// for — the agents it hosts, such as
+	// did:web:agent.example:agents:support — which an envelope may name
+	// in to instead of ID; the Handler tells them apart by the request's
+	// to. It may change its answers while the server runs.
+	Hosts func(id string) bool
 	// Key signs the server's error envelopes (§6.3: every envelope
 	// carries sig); default a fresh Ed25519 key, which nobody trusts.
 	Key *envelope.PrivateKey
@@ -138,7 +139,6 @@ type Options struct {
 // HTTP/1 (505). Use TLSConfig and NewHTTPServer to serve it.
 type Server struct {
 	opts    Options
-	hosted  map[string]bool // Options.Hosted
 	handler Handler
 	mux     *http.ServeMux
 	ctx     context.Context
@@ -202,10 +202,7 @@ func NewServer(h Handler, opts *Options) *Server {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	s := &Server{opts: o, handler: h, mux: http.NewServeMux(), ctx: ctx, stop: stop,
-		byStream: map[streamKey]*Stream{}, byRequest: map[streamKey]*Stream{}, hosted: map[string]bool{}}
-	for _, id := range o.Hosted {
-		s.hosted[id] = true
-	}
+		byStream: map[streamKey]*Stream{}, byRequest: map[streamKey]*Stream{}}
 	s.mux.HandleFunc("POST "+pathMessages, s.postMessage)
 	s.mux.HandleFunc("GET "+pathStream+"{id}", s.getStream)
 	s.mux.HandleFunc("GET "+pathWebSocket, s.serveWebSocket)
@@ -368,9 +365,8 @@ func (s *Server) open(ctx context.Context, principal string, b []byte) (*envelop
 	return e, nil
 }
 
-// hosts reports whether the server answers for id as one of
-// Options.Hosted.
-func (s *Server) hosts(id string) bool { return s.hosted[id] }
+// hosts reports whether the server answers for id too (Options.Hosts).
+func (s *Server) hosts(id string) bool { return s.opts.Hosts != nil && s.opts.Hosts(id) }
 
 // result is what dispatch did with an envelope.
 type result struct {

@@ -57,7 +57,7 @@ func (s *Service) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/agents/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		if _, ok := s.agents[name]; !ok {
+		if _, ok := s.agents().agents[name]; !ok {
 			s.writeError(w, newError(UnknownAgent, "", fmt.Sprintf("no agent named %q", name), nil))
 			return
 		}
@@ -310,9 +310,13 @@ type toolInfo struct {
 }
 
 func (s *Service) agentInfo(name string) agentInfo {
-	a := s.agents[name]
+	cat := s.agents()
+	a, ok := cat.agents[name]
+	info := agentInfo{Name: name, Description: cat.descriptions[name], Tools: []toolInfo{}}
+	if !ok { // gone since the caller looked
+		return info
+	}
 	o := a.Options()
-	info := agentInfo{Name: name, Description: s.descriptions[name], Tools: []toolInfo{}}
 	if o.Model.Provider != nil {
 		info.Model = o.Model.String()
 	}

@@ -25,8 +25,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentry-dev/agentry/agent"
@@ -133,15 +135,14 @@ type Options struct {
 // Service runs governed agents in the background. It is safe for
 // concurrent use.
 type Service struct {
-	g      *govern.Governor
-	agents map[string]*agent.Agent
-	// descriptions are Options.Descriptions.
-	descriptions map[string]string
-	results      agent.CheckpointStore
-	log          *slog.Logger
-	opts         Options
-	base         context.Context
-	stop         context.CancelFunc
+	g *govern.Governor
+	// catalog is the agents the service runs (SetAgents replaces it).
+	catalog atomic.Pointer[catalog]
+	results agent.CheckpointStore
+	log     *slog.Logger
+	opts    Options
+	base    context.Context
+	stop    context.CancelFunc
 
 	mu         sync.Mutex
 	closed     bool                  // Shutdown: no more runs start
@@ -152,6 +153,42 @@ type Service struct {
 	wg         sync.WaitGroup
 
 	idx runIndex
+}
+
+// catalog is what the service knows of its agents, by name: Options'
+// Agents, Descriptions and Timeouts.
+type catalog struct {
+	agents       map[string]*agent.Agent
+	descriptions map[string]string
+	timeouts     map[string]time.Duration
+}
+
+func newCatalog(o *Options) (*catalog, error) {
+	for name, a := range o.Agents {
+		if name == "" || a == nil {
+			return nil, newError(InvalidParams, "", fmt.Sprintf("agent %q: an agent needs a name and an *agent.Agent", name), nil)
+		}
+	}
+	return &catalog{agents: maps.Clone(o.Agents), descriptions: maps.Clone(o.Descriptions), timeouts: maps.Clone(o.Timeouts)}, nil
+}
+
+func (s *Service) agents() *catalog { return s.catalog.Load() }
+
+// SetAgents replaces the agents the service runs with opts' Agents,
+// Descriptions and Timeouts (its other fields are not used): new runs,
+// and paused runs resumed from now on, run the agent their name now
+// names; runs executing go on with the agent they started with. Each
+// agent must be governed as Options.Agents says.
+func (s *Service) SetAgents(opts *Options) error {
+	if opts == nil {
+		opts = &Options{}
+	}
+	c, err := newCatalog(opts)
+	if err != nil {
+		return err
+	}
+	s.catalog.Store(c)
+	return nil
 }
 
 type execution struct {
@@ -183,14 +220,14 @@ func New(ctx context.Context, opts *Options) (*Service, error) {
 	if o.Heartbeat <= 0 {
 		o.Heartbeat = defaultHeartbeat
 	}
-	for name, a := range o.Agents {
-		if name == "" || a == nil {
-			return nil, newError(InvalidParams, "", fmt.Sprintf("agent %q: an agent needs a name and an *agent.Agent", name), nil)
-		}
+	cat, err := newCatalog(&o)
+	if err != nil {
+		return nil, err
 	}
 	base, stop := context.WithCancel(ctx)
-	s := &Service{g: o.Governor, agents: o.Agents, descriptions: o.Descriptions, results: o.Results, log: o.Logger, opts: o, base: base, stop: stop,
+	s := &Service{g: o.Governor, results: o.Results, log: o.Logger, opts: o, base: base, stop: stop,
 		running: map[string]*execution{}, cancelling: map[string]int{}, hubs: map[string]*hub{}, changed: make(chan struct{})}
+	s.catalog.Store(cat)
 	s.idx.init()
 	return s, nil
 }
@@ -229,8 +266,9 @@ func (s *Service) Close() error {
 
 // Agents returns the names of the agents the service runs, sorted.
 func (s *Service) Agents() []string {
-	names := make([]string, 0, len(s.agents))
-	for n := range s.agents {
+	agents := s.agents().agents
+	names := make([]string, 0, len(agents))
+	for n := range agents {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -268,7 +306,7 @@ func (s *Service) Start(ctx context.Context, p *StartParams) (*Run, error) {
 	if p == nil || p.Input == "" {
 		return nil, newError(InvalidParams, "", "input is empty", nil)
 	}
-	a, ok := s.agents[p.Agent]
+	a, ok := s.agents().agents[p.Agent]
 	if !ok {
 		return nil, newError(UnknownAgent, "", fmt.Sprintf("no agent named %q", p.Agent), nil)
 	}
@@ -297,7 +335,7 @@ func (s *Service) launch(id, name string, fn func(ctx context.Context) (*agent.R
 		return false
 	}
 	ctx, cancel := context.WithCancel(s.base)
-	if d := s.opts.Timeouts[name]; d > 0 {
+	if d := s.agents().timeouts[name]; d > 0 {
 		ctx, cancel = context.WithTimeout(s.base, d)
 	}
 	ex := &execution{cancel: cancel, done: make(chan struct{})}
@@ -379,7 +417,7 @@ func (s *Service) resume(requestID string) error {
 		return nil
 	}
 	name := r.Resumer()
-	a, ok := s.agents[name]
+	a, ok := s.agents().agents[name]
 	if !ok {
 		return fmt.Errorf("run %s was started by agent %q, which this service does not run", requestID, name)
 	}

@@ -42,6 +42,10 @@ type Server struct {
 
 	closers []func() // run by Shutdown, last first
 
+	agentsMu sync.Mutex
+	agents   []Agent  // the agents run now: Config.Agents, then SetAgents'
+	retire   []func() // closes the agents' resources, of every SetAgents
+
 	mu       sync.Mutex
 	serving  bool
 	stop     chan struct{} // closed by Shutdown: Serve stops
@@ -217,49 +221,14 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	if len(rep.Resumable) > 0 {
 		s.log.Info("governed runs whose resume a crash interrupted continue", "runs", len(rep.Resumable))
 	}
-	names := map[string]bool{}
-	for _, a := range s.cfg.Agents {
-		if a.Name == "" {
-			return errors.New("server: an agent needs a Name")
-		}
-		if names[a.Name] {
-			return fmt.Errorf("server: two agents named %q", a.Name)
-		}
-		names[a.Name] = true
+	cat, err := s.buildAgents(s.cfg.Agents)
+	if err != nil {
+		return err
 	}
-	agents := make(map[string]*agent.Agent, len(s.cfg.Agents))
-	for _, a := range s.cfg.Agents {
-		o := a.Options
-		if a.Prepare != nil {
-			if err := a.Prepare(g, &o); err != nil {
-				return fmt.Errorf("agent %q: %w", a.Name, err)
-			}
-		}
-		gov := a.Govern
-		gov.Name = a.Name
-		o.Middleware = append(slices.Clip(o.Middleware), g.Middleware(&gov))
-		if o.Logger == nil {
-			o.Logger = s.log
-		}
-		built, err := agent.New(&o)
-		if err != nil {
-			return fmt.Errorf("agent %q: %w", a.Name, err)
-		}
-		agents[a.Name] = built
-		if a.Close != nil {
-			name, close := a.Name, a.Close
-			s.closers = append(s.closers, func() {
-				if err := close(); err != nil {
-					s.log.Warn("closing an agent", "agent", name, "error", err)
-				}
-			})
-		}
-	}
-	descriptions, timeouts := map[string]string{}, map[string]time.Duration{}
-	for _, a := range s.cfg.Agents {
-		descriptions[a.Name], timeouts[a.Name] = a.Description, a.Timeout
-	}
-	svc, err = runs.New(s.bg, &runs.Options{Governor: g, Agents: agents, Descriptions: descriptions, Timeouts: timeouts, Results: s.st.Checkpoints(), Logger: s.log})
+	// The agents' resources (MCP servers…) are released after the runs
+	// stop: Shutdown runs closers last first.
+	s.closers = append(s.closers, s.closeAgents)
+	svc, err = runs.New(s.bg, &runs.Options{Governor: g, Agents: cat.Agents, Descriptions: cat.Descriptions, Timeouts: cat.Timeouts, Results: s.st.Checkpoints(), Logger: s.log})
 	if err != nil {
 		return err
 	}
@@ -274,7 +243,7 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	if err := svc.ResumeDecided(ctx); err != nil {
 		s.log.Error("resuming decided runs", "error", err)
 	}
-	s.log.Info("governance", "agents", len(agents), "paused_runs", len(rep.Paused))
+	s.log.Info("governance", "agents", len(cat.Agents), "paused_runs", len(rep.Paused))
 	approvals := approvalapi.NewHandler(g, &approvalapi.Options{BearerToken: s.cfg.Token, Logger: s.log})
 	s.core.handle("/v1/approvals", approvals)
 	s.core.handle("/v1/approvals/", approvals)
@@ -427,6 +396,94 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	})
 	return s.shutErr
+}
+
+// buildAgents builds agents under the governor, as runs.Options wants
+// them, and keeps their Close for Shutdown.
+func (s *Server) buildAgents(agents []Agent) (*runs.Options, error) {
+	names := map[string]bool{}
+	for _, a := range agents {
+		if a.Name == "" {
+			return nil, errors.New("server: an agent needs a Name")
+		}
+		if names[a.Name] {
+			return nil, fmt.Errorf("server: two agents named %q", a.Name)
+		}
+		names[a.Name] = true
+	}
+	out := &runs.Options{Agents: map[string]*agent.Agent{}, Descriptions: map[string]string{}, Timeouts: map[string]time.Duration{}}
+	var closers []func()
+	for _, a := range agents {
+		o := a.Options
+		if a.Prepare != nil {
+			if err := a.Prepare(s.gov, &o); err != nil {
+				return nil, fmt.Errorf("agent %q: %w", a.Name, err)
+			}
+		}
+		gov := a.Govern
+		gov.Name = a.Name
+		o.Middleware = append(slices.Clip(o.Middleware), s.gov.Middleware(&gov))
+		if o.Logger == nil {
+			o.Logger = s.log
+		}
+		built, err := agent.New(&o)
+		if err != nil {
+			return nil, fmt.Errorf("agent %q: %w", a.Name, err)
+		}
+		out.Agents[a.Name] = built
+		out.Descriptions[a.Name], out.Timeouts[a.Name] = a.Description, a.Timeout
+		if a.Close != nil {
+			name, close := a.Name, a.Close
+			closers = append(closers, func() {
+				if err := close(); err != nil {
+					s.log.Warn("closing an agent", "agent", name, "error", err)
+				}
+			})
+		}
+	}
+	s.agentsMu.Lock()
+	s.agents = agents
+	s.retire = append(s.retire, closers...)
+	s.agentsMu.Unlock()
+	return out, nil
+}
+
+// closeAgents releases the resources of every agent built, the current
+// ones and those SetAgents replaced.
+func (s *Server) closeAgents() {
+	s.agentsMu.Lock()
+	closers := s.retire
+	s.retire = nil
+	s.agentsMu.Unlock()
+	for _, f := range closers {
+		f()
+	}
+}
+
+// SetAgents replaces the agents the server runs (Config.Agents): a
+// reload. New runs — over HTTP and UAMP — and paused runs resumed from
+// now on run the agent their name now names; runs executing go on with
+// the agent they started with, and the replaced agents' resources (their
+// Close) are released at Shutdown, after those runs. An agent of the old
+// set that is missing from agents is no longer served (its paused runs
+// stay paused until an agent of that name is served again). On an error
+// nothing changes. It needs Config.Governance: agents run governed.
+func (s *Server) SetAgents(agents []Agent) error {
+	if s.runs == nil {
+		return errors.New("server: no agents are run without governance")
+	}
+	cat, err := s.buildAgents(agents)
+	if err != nil {
+		return err
+	}
+	if err := s.runs.SetAgents(cat); err != nil {
+		return err
+	}
+	if s.uamp != nil {
+		s.uamp.setAgents(agents)
+	}
+	s.log.Info("agents replaced", "agents", len(agents))
+	return nil
 }
 
 // release stops what New started, last first.

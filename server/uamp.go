@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentry-dev/agentry/envelope"
@@ -29,6 +30,16 @@ type uampService struct {
 	uamp *messaging.Server
 	grpc *grpc.Server // uamp.v1.Agent, through the listener's HTTP/2
 	log  *slog.Logger
+
+	// The agents, each at its DID under did (agentDID).
+	own      messaging.Handler // answers asks to did itself
+	svc      *runs.Service     // nil: no agents
+	did      string
+	key      *envelope.PrivateKey
+	base     string // the public https URL, without a final /
+	manifest envelope.Manifest
+	disc     discovery.ServerOptions // without Children
+	table    atomic.Pointer[agentTable]
 }
 
 func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handler, agents []Agent, svc *runs.Service, logger *slog.Logger) (*uampService, error) {
@@ -88,64 +99,107 @@ func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handle
 		}
 		base = "https://" + host
 	}
-	base = strings.TrimSuffix(base, "/")
-	rt := &router{own: h, agents: map[string]messaging.Handler{}}
-	var hosted []string
-	var children []discovery.HubEntry
-	manifests := map[string][]byte{}
-	if svc != nil {
-		for _, a := range agents {
-			did := agentDID(c.DID, a.Name)
-			m := manifest
-			m.Description = a.Description
-			signed, err := envelope.SignManifest(&m, c.Key)
-			if err != nil {
-				return nil, fmt.Errorf("server: signing the manifest of agent %s: %w", a.Name, err)
-			}
-			rt.agents[did] = &runHandler{svc: svc, name: a.Name}
-			hosted = append(hosted, did)
-			children = append(children, discovery.HubEntry{DID: did, URL: base + agentManifestPath(a.Name)})
-			manifests[agentManifestPath(a.Name)] = []byte(signed)
-		}
-	}
-	replay := envelope.NewReplayWindow(&envelope.ReplayOptions{Store: replayStore})
-	uamp := messaging.NewServer(rt, &messaging.Options{
-		ID: c.DID, Hosted: hosted, Key: c.Key, Keys: trusted, Replay: replay,
-		Authenticate: authenticate, Logger: logger,
-	})
-	disc, err := discovery.Handler(&discovery.ServerOptions{DID: c.DID, Key: c.Key, BaseURL: c.BaseURL, Manifest: manifest, Children: children})
-	if err != nil {
-		uamp.Close()
+	u := &uampService{own: h, svc: svc, did: c.DID, key: c.Key, base: strings.TrimSuffix(base, "/"), manifest: manifest,
+		disc: discovery.ServerOptions{DID: c.DID, Key: c.Key, BaseURL: c.BaseURL, Manifest: manifest}, log: logger}
+	if err := u.setAgents(agents); err != nil {
 		return nil, err
 	}
+	replay := envelope.NewReplayWindow(&envelope.ReplayOptions{Store: replayStore})
+	u.uamp = messaging.NewServer(messaging.HandlerFunc(u.serveUAMP), &messaging.Options{
+		ID: c.DID, Hosts: u.hosts, Key: c.Key, Keys: trusted, Replay: replay,
+		Authenticate: authenticate, Logger: logger,
+	})
 	conf := messaging.RequestClientCertificates(messaging.TLSConfig(c.Certificate, nil))
 	mux := http.NewServeMux()
 	// The paths of the UAMP bindings (UAMP 1.0 §7).
-	mux.Handle("/v1/messages", uamp)
-	mux.Handle("/v1/stream/", uamp)
-	mux.Handle("/uamp/1/ws", uamp)
-	mux.Handle("/.well-known/", disc)
-	for path, body := range manifests {
-		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", envelope.ManifestMediaType)
-			w.Header().Set("Cache-Control", "public, max-age=300")
-			w.Header().Set("X-Content-Type-Options", "nosniff")
-			w.Write(body)
-		})
-	}
+	mux.Handle("/v1/messages", u.uamp)
+	mux.Handle("/v1/stream/", u.uamp)
+	mux.Handle("/uamp/1/ws", u.uamp)
+	mux.HandleFunc("/.well-known/", func(w http.ResponseWriter, r *http.Request) { u.table.Load().disc.ServeHTTP(w, r) })
+	mux.HandleFunc("GET /agents/{name}/.well-known/agent-manifest.json", u.serveManifest)
 	mux.Handle("/", plain)
 	// gRPC (uamp.v1.Agent) shares the listener: HTTP/2 calls of type
 	// application/grpc go to grpc.Server.ServeHTTP (the handshake is the
 	// listener's, so its credentials are not used).
-	g := grpcmsg.NewServer(uamp, conf)
-	root := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	g := grpcmsg.NewServer(u.uamp, conf)
+	u.root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 			g.ServeHTTP(w, r)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
-	return &uampService{root: root, conf: conf, uamp: uamp, grpc: g, log: logger}, nil
+	u.conf, u.grpc = conf, g
+	return u, nil
+}
+
+// agentTable is what the TLS listener serves of the agents: their
+// handlers by DID, their signed manifests by name, and the discovery
+// documents whose hub lists them. SetAgents replaces it whole.
+type agentTable struct {
+	handlers  map[string]messaging.Handler
+	manifests map[string][]byte
+	disc      http.Handler
+}
+
+// setAgents serves agents (the runs service's, by name) at their DIDs,
+// signing their manifests and a hub listing them.
+func (u *uampService) setAgents(agents []Agent) error {
+	t := &agentTable{handlers: map[string]messaging.Handler{}, manifests: map[string][]byte{}}
+	var children []discovery.HubEntry
+	if u.svc != nil {
+		for _, a := range agents {
+			did := agentDID(u.did, a.Name)
+			m := u.manifest
+			m.Description = a.Description
+			signed, err := envelope.SignManifest(&m, u.key)
+			if err != nil {
+				return fmt.Errorf("server: signing the manifest of agent %s: %w", a.Name, err)
+			}
+			t.handlers[did] = &runHandler{svc: u.svc, name: a.Name}
+			t.manifests[a.Name] = []byte(signed)
+			children = append(children, discovery.HubEntry{DID: did, URL: u.base + agentManifestPath(a.Name)})
+		}
+	}
+	do := u.disc
+	do.Children = children
+	disc, err := discovery.Handler(&do)
+	if err != nil {
+		return err
+	}
+	t.disc = disc
+	u.table.Store(t)
+	return nil
+}
+
+// hosts reports whether id is the DID of an agent served now.
+func (u *uampService) hosts(id string) bool {
+	_, ok := u.table.Load().handlers[id]
+	return ok
+}
+
+// serveUAMP answers an ask with the handler of the agent it is addressed
+// to, and any other with the server's own handler.
+func (u *uampService) serveUAMP(ctx context.Context, req *envelope.Envelope, s *messaging.Stream) error {
+	t := u.table.Load()
+	for _, to := range req.To {
+		if h, ok := t.handlers[to]; ok {
+			return h.ServeUAMP(ctx, req, s)
+		}
+	}
+	return u.own.ServeUAMP(ctx, req, s)
+}
+
+func (u *uampService) serveManifest(w http.ResponseWriter, r *http.Request) {
+	body, ok := u.table.Load().manifests[r.PathValue("name")]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", envelope.ManifestMediaType)
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write(body)
 }
 
 // TLSConfig returns the TLS 1.3 configuration TLSHandler is served with

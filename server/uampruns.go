@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/envelope"
@@ -27,22 +26,6 @@ const (
 	maxDeltaText  = 16 << 10
 	maxDeltaEvent = 256 << 10
 )
-
-// router answers an ask with the handler of the agent it is addressed
-// to, and any other with the server's own handler.
-type router struct {
-	own    messaging.Handler
-	agents map[string]messaging.Handler // by DID
-}
-
-func (r *router) ServeUAMP(ctx context.Context, req *envelope.Envelope, s *messaging.Stream) error {
-	for _, to := range req.To {
-		if h, ok := r.agents[to]; ok {
-			return h.ServeUAMP(ctx, req, s)
-		}
-	}
-	return r.own.ServeUAMP(ctx, req, s)
-}
 
 // runHandler serves an agent over UAMP as governed runs: an ask (its
 // text body is the input) starts a run of the agent, exactly as
@@ -139,5 +122,5 @@ func agentDID(did, name string) string { return did + agentPath + name }
 // agentManifestPath is where the signed manifest of agent name is served:
 // under the did:web path of agentDID.
 func agentManifestPath(name string) string {
-	return "/" + strings.ReplaceAll(strings.TrimPrefix(agentPath, ":"), ":", "/") + name + "/.well-known/agent-manifest.json"
+	return "/agents/" + name + "/.well-known/agent-manifest.json"
 }

@@ -100,7 +100,10 @@ func loadAgents(dir string, build bool) ([]*agentfile.Definition, error) {
 		return nil, fmt.Errorf("%s: no agent files (*.yaml, *.yml, *.json)", dir)
 	}
 	if build {
-		if err := agentfile.Build(&server.Config{}, defs, &agentfile.Options{Builtins: builtinTools(builtin.NewLedger())}); err != nil {
+		// A workflow entry without url is checked as agentry serve would
+		// run it (building contacts no server).
+		opts := &agentfile.Options{Builtins: builtinTools(builtin.NewLedger()), WorkflowURL: "http://" + server.DefaultAddr}
+		if err := agentfile.Build(&server.Config{}, defs, opts); err != nil {
 			return nil, err
 		}
 	}

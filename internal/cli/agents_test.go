@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,7 +14,7 @@ import (
 
 func TestAgentsCheckAndList(t *testing.T) {
 	code, out, errs := runCLI(t, "", "agents", "check", "../../examples/agents")
-	if code != 0 || !strings.Contains(out, "agents: ") || !strings.Contains(out, "echo, support") {
+	if code != 0 || !strings.Contains(out, "agents: ") || !strings.Contains(out, "6 agents: boss, calculator, echo, research, shopper, support") {
 		t.Fatalf("check examples/agents: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = runCLI(t, "", "agents", "list", "../../examples/agents")
@@ -137,5 +138,83 @@ func postJSON(t *testing.T, url, body string, v any) {
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatalf("POST %s: %v: %s", url, err, b)
+	}
+}
+
+// The example shopper drives the store workflow served by the same
+// server: it moves through the stages, and place_order (write_high_risk)
+// pauses the run until `agentry approve`; then the order is placed and
+// the run delivers.
+func TestServeExampleShopperDrivesTheStoreWorkflow(t *testing.T) {
+	data := t.TempDir()
+	keys := filepath.Join(data, "keys")
+	if code, _, errs := runCLI(t, "", "keys", "create", "alice", "--dir", keys); code != 0 {
+		t.Fatalf("keys create: %s", errs)
+	}
+	srv := serveInProcess(t, data, "--tls-addr", "", "--agents", "../../examples/agents")
+	var run struct {
+		RequestID        string `json:"request_id"`
+		Status, Output   string
+		PendingApprovals []string `json:"pending_approvals"`
+	}
+	postJSON(t, srv.plainURL+"/v1/runs", `{"agent":"shopper","input":"buy 2 espresso","wait":true}`, &run)
+	if run.Status != "paused" || len(run.PendingApprovals) != 1 {
+		t.Fatalf("shopper run %+v\n%s", run, srv.output.String())
+	}
+	var approval struct{ Tool, Tier string }
+	getJSON(t, srv.plainURL+"/v1/approvals/"+run.PendingApprovals[0], &approval)
+	if approval.Tool != "place_order" {
+		t.Errorf("approval %+v, want place_order", approval)
+	}
+	if code, out, errs := runCLI(t, "", "approve", run.PendingApprovals[0], "--as", "alice", "--dir", keys, "--server", srv.plainURL); code != 0 {
+		t.Fatalf("approve: exit %d: %s%s", code, out, errs)
+	}
+	getJSON(t, srv.plainURL+"/v1/runs/"+run.RequestID+"?wait=60s", &run)
+	if run.Status != "delivered" || !strings.HasPrefix(run.Output, "Placed order ORD-") || !strings.Contains(run.Output, "2 × Espresso beans") {
+		t.Errorf("after the approval: %+v", run)
+	}
+}
+
+// agentry run --agent FILE builds the sub-agents the file calls, from
+// its directory: the boss hands the question to the calculator.
+func TestRunAgentFileWithASubagent(t *testing.T) {
+	code, out, errs := runCLI(t, "", "run", "--agent", "../../examples/agents/boss.yaml", "What is 6*7?")
+	if code != 0 || strings.TrimSpace(out) != "calculator returned 6*7 = 42." {
+		t.Fatalf("exit %d: %q %s", code, out, errs)
+	}
+}
+
+// The example research agent starts its MCP server over stdio
+// (examples/mcp/notes, with go run) and answers from its search_notes
+// tool.
+func TestRunResearchExampleWithItsMCPServer(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the research example starts its MCP server with go run: no go on PATH")
+	}
+	code, out, errs := runCLI(t, "", "run", "--agent", "../../examples/agents/research.yaml", "What is UAMP?")
+	if code != 0 || !strings.Contains(out, "search_notes returned UAMP: UAMP 1.0 carries signed envelopes") {
+		t.Fatalf("exit %d: %q %s", code, out, errs)
+	}
+}
+
+// The README shows examples/agents/calculator.yaml as "your first
+// agent": the block is the file, key for key.
+func TestREADMEShowsTheCalculatorFile(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile("../../examples/agents/calculator.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []string
+	for _, l := range strings.Split(string(file), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			body = append(body, l)
+		}
+	}
+	if want := "```yaml\n" + strings.Join(body, "\n") + "\n```"; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md does not show examples/agents/calculator.yaml as it is; want\n%s", want)
 	}
 }

@@ -108,6 +108,7 @@ var readmeAnswers = map[string]string{
 	"count these words":      "Your text has 3 words and 17 characters.",
 	"and in Rome?":           "Your text has 3 words and 12 characters.",
 	"What is 6 * 7?":         "6 * 7 = 42.",
+	"What is 6*7?":           "6*7 = 42.",
 	"And 7 * 8?":             "7 * 8 = 56.",
 	"Write a haiku about Go": "Your text has 5 words and 22 characters.",
 }

@@ -26,7 +26,7 @@ func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	def, err := findAgent(f.agent, f.agents)
+	def, defs, err := findAgent(f.agent, f.agents)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 	cfg := &server.Config{Store: st, Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Governance: &govern.Options{Keyring: keys,
 			Rollbacks: map[string]govern.RollbackFunc{builtin.RefundReversal: ledger.RollbackHandler()}}}
-	if err := agentfile.Build(cfg, []*agentfile.Definition{def}, &agentfile.Options{Builtins: builtinTools(ledger)}); err != nil {
+	if err := agentfile.Build(cfg, defs, &agentfile.Options{Builtins: builtinTools(ledger)}); err != nil {
 		return err
 	}
 	srv, err := server.New(ctx, cfg)
@@ -92,27 +92,62 @@ func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 	return fmt.Errorf("%s", msg)
 }
 
-// findAgent reads the agent file at ref, or the agent named ref in dir.
-func findAgent(ref, dir string) (*agentfile.Definition, error) {
+// findAgent reads the agent file at ref, or the agent named ref in dir,
+// and returns it with the definitions to build: it and the sub-agents it
+// calls, directly or not, looked up in its directory.
+func findAgent(ref, dir string) (*agentfile.Definition, []*agentfile.Definition, error) {
+	var def *agentfile.Definition
 	if dir == "" {
-		if _, err := os.Stat(ref); err == nil || strings.ContainsAny(ref, `/\\.`) {
-			f, err := os.Open(ref)
-			if err != nil {
-				return nil, err
-			}
-			defer f.Close()
-			return agentfile.Load(f, ref)
+		if _, err := os.Stat(ref); err != nil && !strings.ContainsAny(ref, `/\.`) {
+			return nil, nil, usageError("--agent %s: no such file; give a path, or --agents DIR to look the name up in", ref)
 		}
-		return nil, usageError("--agent %s: no such file; give a path, or --agents DIR to look the name up in", ref)
+		f, err := os.Open(ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer f.Close()
+		if def, err = agentfile.Load(f, ref); err != nil {
+			return nil, nil, err
+		}
+		if len(subagents(def)) == 0 {
+			return def, []*agentfile.Definition{def}, nil
+		}
+		dir = filepath.Dir(ref)
 	}
-	defs, err := agentfile.LoadDir(dir)
+	all, err := agentfile.LoadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, d := range defs {
-		if d.Name == ref {
-			return d, nil
+	byName := map[string]*agentfile.Definition{}
+	for _, d := range all {
+		byName[d.Name] = d
+		if def == nil && d.Name == ref || def != nil && d.Name == def.Name {
+			def = d
 		}
 	}
-	return nil, usageError("--agent %s: no agent of that name in %s", ref, dir)
+	if def == nil {
+		return nil, nil, usageError("--agent %s: no agent of that name in %s", ref, dir)
+	}
+	// The agent and its sub-agents, each once (LoadDir refused cycles).
+	defs, seen := []*agentfile.Definition{def}, map[string]bool{def.Name: true}
+	for i := 0; i < len(defs); i++ {
+		for _, name := range subagents(defs[i]) {
+			if d, ok := byName[name]; ok && !seen[name] {
+				seen[name] = true
+				defs = append(defs, d)
+			}
+		}
+	}
+	return def, defs, nil
+}
+
+// subagents names the agents d's agent: tools call.
+func subagents(d *agentfile.Definition) []string {
+	var out []string
+	for _, t := range d.Tools {
+		if name, ok := strings.CutPrefix(t, "agent:"); ok {
+			out = append(out, name)
+		}
+	}
+	return out
 }

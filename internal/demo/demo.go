@@ -47,7 +47,9 @@ func Tools() []llm.Tool { return []llm.Tool{Calculator, WordStats} }
 // Model returns the demo model. For the task (the latest user message
 // that is not an agent strategy's prompt) it calls the calculator when the
 // task holds arithmetic (FindExpression) and word_stats otherwise, then
-// answers from the tool's result. It also plays along with the agent
+// answers from the tool's result. Offered neither, it hands the task to
+// the first tool taking one required string (delegate: a sub-agent, a
+// search) and answers with what that returned. It also plays along with the agent
 // strategies, saying each thing once: it reasons when ReAct asks it to
 // (and then acts without reasoning again), plans when Plan asks for a plan
 // (structured), reports each plan step's outcome and gives the final
@@ -138,6 +140,11 @@ func reply(_ context.Context, req *llm.Request) (scripted.Step, error) {
 	case last.Type() == llm.TypeToolResult, strategyPrompt(prompt) && len(results) > 0:
 		return answer(req, results), nil
 	}
+	if !has[Calculator.Name] && !has[WordStats.Name] && len(results) == 0 {
+		if name, param := delegate(req.Tools); name != "" {
+			return scripted.Step{ToolCalls: []llm.ToolCall{{ToolName: name, Arguments: map[string]any{param: task}}}}, nil
+		}
+	}
 	if !has[tool] {
 		return scripted.Step{Text: fmt.Sprintf("(demo model, no tools enabled) You wrote %s.", plural(len(strings.Fields(task)), "word"))}, nil
 	}
@@ -149,6 +156,25 @@ func reply(_ context.Context, req *llm.Request) (scripted.Step, error) {
 		}
 	}
 	return step, nil
+}
+
+// delegate picks the tool the demo model hands a task to when it has
+// neither calculate nor word_stats: the first whose parameters take one
+// required string (a sub-agent's input, a search's query), and that
+// parameter's name.
+func delegate(tools []llm.Tool) (name, param string) {
+	for _, t := range tools {
+		req, _ := t.Parameters["required"].([]any)
+		props, _ := t.Parameters["properties"].(map[string]any)
+		if len(req) != 1 {
+			continue
+		}
+		p, _ := req[0].(string)
+		if prop, _ := props[p].(map[string]any); prop["type"] == "string" {
+			return t.Name, p
+		}
+	}
+	return "", ""
 }
 
 // resultsSince returns the tool results of msgs[from:].
@@ -215,7 +241,7 @@ func answer(req *llm.Request, results []llm.ToolResult) scripted.Step {
 			}
 			fallthrough
 		default:
-			parts = append(parts, fmt.Sprintf("%s returned %s.", c.ToolName, llm.ResultText(r.Result)))
+			parts = append(parts, strings.TrimSuffix(fmt.Sprintf("%s returned %s", c.ToolName, llm.ResultText(r.Result)), ".")+".")
 		}
 	}
 	return scripted.Step{Text: strings.Join(parts, " ")}

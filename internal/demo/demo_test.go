@@ -150,3 +150,30 @@ func TestDemoModelReasonsOncePerReActStep(t *testing.T) {
 		t.Errorf("the action reply calls no tool: %q", turn.Text())
 	}
 }
+
+// Offered neither calculate nor word_stats, the demo model hands the
+// task to the first tool taking one required string and answers with its
+// result.
+func TestDemoModelDelegates(t *testing.T) {
+	var got []string
+	helper := llm.Tool{Name: "helper", Description: "A sub-agent.",
+		Parameters: llm.Schema{"type": "object", "required": []any{"input"}, "properties": map[string]any{"input": map[string]any{"type": "string"}}},
+		Run: func(_ context.Context, args map[string]any) (any, error) {
+			got = append(got, args["input"].(string))
+			return "6*7 = 42.", nil
+		}}
+	two := llm.Tool{Name: "two", Description: "Takes two strings.",
+		Parameters: llm.Schema{"type": "object", "required": []any{"a", "b"}, "properties": map[string]any{"a": map[string]any{"type": "string"}, "b": map[string]any{"type": "string"}}},
+		Run:        func(context.Context, map[string]any) (any, error) { t.Error("two was called"); return nil, nil }}
+	inst, err := llm.LLM(&llm.LLMOptions{Model: Model().Ref(), Tools: []llm.Tool{two, helper}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn, err := inst.Generate(context.Background(), nil, llm.Text("What is 6*7?"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if turn.Text() != "helper returned 6*7 = 42." || len(got) != 1 || got[0] != "What is 6*7?" {
+		t.Errorf("text %q, helper got %q", turn.Text(), got)
+	}
+}

@@ -58,7 +58,7 @@ var providers = map[string]factory{
 		}
 		return openai.Compatible("compat", base, m, nil), nil
 	}},
-	"scripted": {"offline models: scripted:demo, scripted:support (the example support agent's), scripted:echo (answers with the prompt), or scripted:FILE playing a YAML/JSON script", func(m, _ string) (llm.ModelReference, error) {
+	"scripted": {"offline models: scripted:demo, scripted:support (the example support agent's), scripted:echo (answers with the prompt), scripted:shopper (shops in the store workflow), or scripted:FILE playing a YAML/JSON script", func(m, _ string) (llm.ModelReference, error) {
 		switch m {
 		case demo.ModelID:
 			return demo.Model().Ref(), nil
@@ -66,6 +66,8 @@ var providers = map[string]factory{
 			return builtin.SupportModel().Ref(), nil
 		case builtin.EchoModelID:
 			return builtin.EchoModel().Ref(), nil
+		case builtin.ShopperModelID:
+			return builtin.ShopperModel().Ref(), nil
 		}
 		f, err := os.Open(m)
 		if err != nil {
