@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/agent/execution"
@@ -50,6 +51,23 @@ type Options struct {
 	// config holds the roots that authenticate the remote servers and a
 	// client certificate. Without it, a uamp tool is an error.
 	UAMP *messaging.ClientOptions
+
+	// rb are the compensating calls of every Build with these Options.
+	rb *rollbacks
+}
+
+// rollbacks are the compensating calls of the agents built with one
+// Options: each Build adds its own, so that the rollback handlers the
+// first Build gave the governor also undo the tools of the agents a
+// later Build made (a reload), and those of runs still going on the old
+// definitions.
+type rollbacks struct {
+	mu sync.Mutex
+	// hooks are the compensating webhooks, by "AGENT/TOOL".
+	hooks map[string]*workflow.Webhook
+	// clients are the workflow clients whose tasks' rollbacks the
+	// governor may have to run.
+	clients []*workflow.Client
 }
 
 // rollbackType is the type of the rollback actions of webhook tools
@@ -64,8 +82,11 @@ const defaultMaxSteps = 100
 // with its tools' tiers, and the rollback handler of their webhook tools
 // to cfg.Governance (created when nil). Every problem of every
 // definition is reported, each naming its file and line; on an error
-// cfg is left as it was. Build a Config's agents with one call: the
-// rollback handler of webhook tools is the last call's.
+// cfg is left as it was. Build a Config's agents with one call. Build
+// again with the same Options to rebuild the agents (a reload,
+// server.Server.SetAgents): the rollback handlers the first call gave
+// the governor then undo the tools of every build. Do not call Build
+// concurrently with the same Options.
 //
 // A sub-agent tool (agent:) must name one of defs; it is built by
 // server.New (server.Agent.Prepare), governed by the server's governor.
@@ -104,11 +125,20 @@ func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 		return errors.Join(out...)
 	}
 	cfg.Agents = append(cfg.Agents, agents...)
-	if len(b.rollbackClients) > 0 {
-		addRollback(cfg, uaipagent.RollbackType, workflowRollback(b.rollbackClients), false)
+	if opts.rb == nil {
+		opts.rb = &rollbacks{hooks: map[string]*workflow.Webhook{}}
 	}
-	if len(b.hooks) > 0 {
-		addRollback(cfg, rollbackType, b.rollback, true)
+	rb := opts.rb
+	rb.mu.Lock()
+	maps.Copy(rb.hooks, b.hooks)
+	rb.clients = append(rb.clients, b.rollbackClients...)
+	hooks, clients := len(rb.hooks), len(rb.clients)
+	rb.mu.Unlock()
+	if clients > 0 {
+		addRollback(cfg, uaipagent.RollbackType, rb.workflow, false)
+	}
+	if hooks > 0 {
+		addRollback(cfg, rollbackType, rb.webhook, true)
 	}
 	return nil
 }
@@ -599,10 +629,12 @@ func (b *builder) call(d *Definition, c *fileCall, ptr string, errs *[]*Error) *
 	return h
 }
 
-// rollback runs the compensating call of a webhook tool's rollback
-// action, given the original arguments.
-func (b *builder) rollback(ctx context.Context, a govern.RollbackAction) error {
-	hook, ok := b.hooks[a.Target]
+// webhook is the rollback handler of webhook tools: the compensating
+// call of the tool the action targets, with the original arguments.
+func (rb *rollbacks) webhook(ctx context.Context, a govern.RollbackAction) error {
+	rb.mu.Lock()
+	hook, ok := rb.hooks[a.Target]
+	rb.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("agentfile: no rollback for tool %q", a.Target)
 	}
@@ -626,19 +658,20 @@ func toolError(err error) error {
 	return err
 }
 
-// workflowRollback runs a workflow task's rollback through the clients in
-// turn until one knows the session: the action names the session, not
-// the server.
-func workflowRollback(clients []*workflow.Client) govern.RollbackFunc {
-	return func(ctx context.Context, a govern.RollbackAction) error {
-		var errs []error
-		for _, c := range clients {
-			err := uaipagent.RollbackHandler(c)(ctx, a)
-			if err == nil {
-				return nil
-			}
-			errs = append(errs, err)
+// workflow runs a workflow task's rollback through the clients in turn
+// until one knows the session: the action names the session, not the
+// server.
+func (rb *rollbacks) workflow(ctx context.Context, a govern.RollbackAction) error {
+	rb.mu.Lock()
+	clients := slices.Clone(rb.clients)
+	rb.mu.Unlock()
+	var errs []error
+	for _, c := range clients {
+		err := uaipagent.RollbackHandler(c)(ctx, a)
+		if err == nil {
+			return nil
 		}
-		return errors.Join(errs...)
+		errs = append(errs, err)
 	}
+	return errors.Join(errs...)
 }

@@ -277,6 +277,48 @@ tools:
 	}
 }
 
+// Building again with the same Options (a reload) shares the rollback
+// handlers: the handler the first build gave the governor undoes a tool
+// only the second build defines, and still the first build's.
+func TestBuild_RebuildSharesRollbacks(t *testing.T) {
+	h := &hooks{}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	load := func(name, tool string) *agentfile.Definition {
+		d, err := agentfile.Load(strings.NewReader(`model: scripted:demo
+tools:
+  - webhook: {name: `+tool+`, url: "`+hs.URL+`/`+tool+`", risk: write_high_risk, rollback: {url: "`+hs.URL+`/un`+tool+`"}}
+`), name+".yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	opts := &agentfile.Options{}
+	first := &server.Config{}
+	if err := agentfile.Build(first, []*agentfile.Definition{load("payer", "pay")}, opts); err != nil {
+		t.Fatal(err)
+	}
+	second := &server.Config{}
+	if err := agentfile.Build(second, []*agentfile.Definition{load("shipper", "ship")}, opts); err != nil {
+		t.Fatal(err)
+	}
+	handler := first.Governance.Rollbacks["agentfile.webhook"] // the governor's, from the first build
+	for _, cfg := range []*server.Config{second, first} {
+		decl, _ := govern.DeclarationOf(cfg.Agents[0].Options.Tools[0])
+		action, err := decl.Rollback(context.Background(), govern.Call{ID: "c1", Args: map[string]any{"n": 1.0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := handler(context.Background(), *action); err != nil {
+			t.Fatalf("rollback of %s: %v", action.Target, err)
+		}
+	}
+	if got := h.got(); len(got) != 2 || got[0] != `/unship ship {"n":1}` || got[1] != `/unpay pay {"n":1}` {
+		t.Errorf("webhook calls %q", got)
+	}
+}
+
 // TestBuild_Errors: what only Build can know — the environment, the
 // builtins it is given — is a file:line error; nothing is added.
 func TestBuild_Errors(t *testing.T) {

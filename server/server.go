@@ -43,8 +43,7 @@ type Server struct {
 	closers []func() // run by Shutdown, last first
 
 	agentsMu sync.Mutex
-	agents   []Agent  // the agents run now: Config.Agents, then SetAgents'
-	retire   []func() // closes the agents' resources, of every SetAgents
+	retire   []func() // closes the resources of the agents of New and of every SetAgents
 
 	mu       sync.Mutex
 	serving  bool
@@ -442,7 +441,6 @@ func (s *Server) buildAgents(agents []Agent) (*runs.Options, error) {
 		}
 	}
 	s.agentsMu.Lock()
-	s.agents = agents
 	s.retire = append(s.retire, closers...)
 	s.agentsMu.Unlock()
 	return out, nil

@@ -373,3 +373,64 @@ func TestServer_ShutdownExportsTheRecordsOfStoppedRuns(t *testing.T) {
 	}
 	t.Errorf("the stopped run's fail_safe transition was not exported; %d records exported", len(sink.recs))
 }
+
+// SetAgents replaces the agents: runs, GET /v1/agents, and UAMP (the hub
+// lists each agent, its manifest is served); an invalid set changes
+// nothing.
+func TestServer_SetAgents(t *testing.T) {
+	key, err := envelope.GenerateKey(envelope.EdDSA, "did:web:localhost#key-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoAgent := func(name, reply string) server.Agent {
+		return server.Agent{Name: name, Description: "Says " + reply,
+			Options: agent.Options{LLMOptions: llm.LLMOptions{Model: scripted.NewFunc(func(context.Context, *llm.Request) (scripted.Step, error) {
+				return scripted.Step{Text: reply}, nil
+			}).Ref()}}}
+	}
+	srv := newServer(t, &server.Config{Logger: quiet, Agents: []server.Agent{echoAgent("a", "one")},
+		UAMP: &server.UAMP{DID: "did:web:localhost", Key: key, Certificate: devCert(t)}})
+	ask := func(name string) string {
+		t.Helper()
+		run, err := srv.Runs().Start(context.Background(), &runs.StartParams{Agent: name, Input: "hi"})
+		if err != nil {
+			return err.Error()
+		}
+		run, _ = srv.Runs().Wait(context.Background(), run.RequestID)
+		return run.Output
+	}
+	hub := func() string {
+		_, body := do(t, srv.TLSHandler(), "GET", "/.well-known/agent-hub.json", "", "")
+		return body
+	}
+	if got := ask("a"); got != "one" || !strings.Contains(hub(), "did:web:localhost:agents:a") {
+		t.Fatalf("before: a says %q; hub %s", got, hub())
+	}
+	if err := srv.SetAgents([]server.Agent{echoAgent("a", "uno"), echoAgent("b", "two")}); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := ask("a"), ask("b"); a != "uno" || b != "two" {
+		t.Errorf("after SetAgents: a says %q, b %q", a, b)
+	}
+	if h := hub(); !strings.Contains(h, "did:web:localhost:agents:b") {
+		t.Errorf("the hub does not list b: %s", h)
+	}
+	if code, body := do(t, srv.TLSHandler(), "GET", "/agents/b/.well-known/agent-manifest.json", "", ""); code != http.StatusOK || strings.Count(body, ".") != 2 {
+		t.Errorf("b's manifest: %d %s", code, body)
+	}
+	if code, body := do(t, srv.Handler(), "GET", "/v1/agents/b", "", ""); code != http.StatusOK || !strings.Contains(body, `"Says two"`) {
+		t.Errorf("GET /v1/agents/b: %d %s", code, body)
+	}
+	if err := srv.SetAgents([]server.Agent{echoAgent("c", "x"), echoAgent("c", "y")}); err == nil || !strings.Contains(err.Error(), `two agents named "c"`) {
+		t.Errorf("two agents with one name: %v", err)
+	}
+	if got := ask("b"); got != "two" {
+		t.Errorf("after a refused SetAgents, b says %q", got)
+	}
+	if got := ask("c"); !strings.Contains(got, "UNKNOWN_AGENT") && !strings.Contains(got, "no agent named") {
+		t.Errorf("c after a refused SetAgents: %q", got)
+	}
+	if err := newServer(t, &server.Config{Logger: quiet}).SetAgents(nil); err != nil {
+		t.Errorf("SetAgents(nil): %v", err)
+	}
+}

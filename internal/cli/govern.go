@@ -19,20 +19,20 @@ import (
 // governance sets cfg's governance (--policy, --approvers, --node) and
 // its agents: those defs define (serveAgents), whose builtin refunds the
 // governor can roll back.
-func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Definition, logger *slog.Logger) error {
+func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Definition, logger *slog.Logger) (*agentfile.Options, error) {
 	keys, keyringPath, err := loadApprovers(f, logger)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var policy govern.Policy
 	if f.policy != "" {
 		if policy, err = govern.LoadRulePolicy(f.policy); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if f.agentModel != "" { // refused early, as a usage error, not as the agent file's
 		if _, err := models.Resolve(f.agentModel, f.agentBaseURL); err != nil {
-			return usageError("--agent-model: %v", err)
+			return nil, usageError("--agent-model: %v", err)
 		}
 	}
 	ledger := builtin.NewLedger()
@@ -47,19 +47,19 @@ func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Def
 	if u := cfg.UAMP; u != nil && u.Key != nil { // uamp tools ask as the server's UAMP identity
 		cert, err := messaging.KeyCertificate(u.Key, u.DID, 0)
 		if err != nil {
-			return fmt.Errorf("agents: a client certificate for uamp tools: %w", err)
+			return nil, fmt.Errorf("agents: a client certificate for uamp tools: %w", err)
 		}
 		opts.UAMP = &messaging.ClientOptions{Key: u.Key, TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}
 	}
 	if err := agentfile.Build(cfg, defs, opts); err != nil {
-		return fmt.Errorf("agents:\n%w", err)
+		return nil, fmt.Errorf("agents:\n%w", err)
 	}
 	n := len(keys.Keys())
 	logger.Info("governance", "approver_keys", n, "keyring", keyringPath)
 	if n == 0 {
 		fmt.Fprintf(e.stderr, "agentry: no approver keys trusted yet: high-risk calls wait for approvals nobody can give (create one: agentry keys create NAME --dir %s; the server picks it up without a restart)\n", filepath.Dir(keyringPath))
 	}
-	return nil
+	return opts, nil
 }
 
 // loadApprovers opens --approvers, which must exist, or the keyring of

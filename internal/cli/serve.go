@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentry-dev/agentry/agentfile"
 	"github.com/agentry-dev/agentry/govern/audit"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/server"
@@ -127,7 +129,10 @@ whose single URI names the sender.
 Operations: GET /healthz, GET /metrics (Prometheus text format). With
 --token, /metrics needs the token too (a Prometheus scrape sends it with
 authorization.credentials); /healthz stays open, for probes. SIGINT or
-SIGTERM shut down gracefully, finishing in-flight requests.
+SIGTERM shut down gracefully, finishing in-flight requests. SIGHUP reloads
+--agents DIR: new and changed agents take effect for new runs, runs
+executing finish on the definition they started with, and a directory
+with an error keeps the agents served (the errors are printed).
 
 --log-format json makes stderr one stream of JSON records: the lines
 written for people and the log package's output become records too.
@@ -328,7 +333,8 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 			return err
 		}
 	}
-	if err := governance(e, f, cfg, defs, logger); err != nil {
+	agentOpts, err := governance(e, f, cfg, defs, logger)
+	if err != nil {
 		return err
 	}
 	if f.auditLog != "" {
@@ -349,7 +355,57 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 	}
 	logger.Info("agentry serving", "addr", ln.Addr().String(), "uaip_workflows", strings.Join(names, ","), "store", st.String())
 	fmt.Fprintf(e.stderr, "agentry: listening on http://%s (workflows: %s)\n", ln.Addr(), strings.Join(names, ", "))
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	served := make(chan struct{})
+	defer close(served)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				reloadAgents(e, f, srv, agentOpts, logger)
+			case <-served:
+				return
+			}
+		}
+	}()
 	return srv.Serve(ctx)
+}
+
+// reloadAgents loads --agents again and serves what it defines (SIGHUP):
+// new and changed agents take effect for new runs, runs executing finish
+// on the definition they started with. A directory with any error keeps
+// the agents served, and says why.
+func reloadAgents(e *env, f *serveFlags, srv *server.Server, opts *agentfile.Options, logger *slog.Logger) {
+	if f.agents == "" {
+		logger.Info("SIGHUP: nothing to reload: the agents are the built-in examples (serve --agents DIR to reload a directory)")
+		return
+	}
+	fail := func(err error) {
+		logger.Error("agents not reloaded: the agents served are unchanged", "dir", f.agents, "error", err)
+		fmt.Fprintf(e.stderr, "agentry: agents not reloaded, the agents served are unchanged:\n%v\n", err)
+	}
+	defs, err := serveAgents(f)
+	if err != nil {
+		fail(err)
+		return
+	}
+	cfg := &server.Config{}
+	if err := agentfile.Build(cfg, defs, opts); err != nil {
+		fail(err)
+		return
+	}
+	if err := srv.SetAgents(cfg.Agents); err != nil {
+		fail(err)
+		return
+	}
+	names := make([]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
+	}
+	logger.Info("agents reloaded", "dir", f.agents, "agents", strings.Join(names, ","))
+	fmt.Fprintf(e.stderr, "agentry: reloaded %d agents from %s: %s\n", len(defs), f.agents, strings.Join(names, ", "))
 }
 
 // listenError words a failure to listen on a flag's address; a port in
