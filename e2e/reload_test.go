@@ -131,7 +131,9 @@ func getAgents(t *testing.T, base string) map[string]string {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var list struct{ Agents []struct{ Name, Description string } }
+	var list struct {
+		Agents []struct{ Name, Description string }
+	}
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		t.Fatal(err)
 	}
