@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -216,5 +218,34 @@ func TestREADMEShowsTheCalculatorFile(t *testing.T) {
 	}
 	if want := "```yaml\n" + strings.Join(body, "\n") + "\n```"; !strings.Contains(string(readme), want) {
 		t.Errorf("README.md does not show examples/agents/calculator.yaml as it is; want\n%s", want)
+	}
+}
+
+// On a terminal, agentry run --agent asks the approver (the only one of
+// --keys) to decide a write_high_risk call: y approves it — signed with
+// the approver's key — and the run delivers; n denies it, and the run
+// goes on without the refund. Without an answer (EOF) it stays paused:
+// exit 3.
+func TestRunAgentAsksOnTheTerminal(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys")
+	if code, _, errs := runCLI(t, "", "keys", "create", "alice", "--dir", keys); code != 0 {
+		t.Fatalf("keys create: %s", errs)
+	}
+	onTerminal := func(answer string) (int, string, string) {
+		var out, errb bytes.Buffer
+		e := &env{stdin: strings.NewReader(answer), stdout: &out, stderr: &errb, isTTY: true}
+		code := run(context.Background(), []string{"run", "--agent", "../../examples/agents/support.yaml", "--keys", keys, "refund o-1001"}, e)
+		return code, out.String(), errb.String()
+	}
+	code, out, errs := onTerminal("y\n")
+	if code != 0 || !strings.Contains(out, "Refunded") || !strings.Contains(errs, "Approve refund_order as alice? [y/N]") || !strings.Contains(errs, "o-1001") {
+		t.Errorf("approved: exit %d\nstdout %q\nstderr %s", code, out, errs)
+	}
+	code, out, errs = onTerminal("n\n")
+	if code != 0 || strings.Contains(out, "Refunded order") {
+		t.Errorf("denied: exit %d\nstdout %q\nstderr %s", code, out, errs)
+	}
+	if code, _, errs = onTerminal(""); code != 3 || !strings.Contains(errs, "is paused") {
+		t.Errorf("no answer: exit %d\n%s", code, errs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -33,6 +34,9 @@ type runFlags struct {
 	// storeSet: --store was given (run --agent keeps its runs in memory
 	// otherwise, away from a server's store).
 	storeSet bool
+	// as is the approver who decides --agent's write_high_risk calls on
+	// the terminal, with a key of keys (agentry keys create).
+	as, keys string
 }
 
 func runCmd(e *env) *cobra.Command {
@@ -69,6 +73,7 @@ addresses are as for agentry llm. ` + baseURLHelp,
 				}
 			}
 			f.storeSet = cmd.Flags().Changed("store")
+			fromEnv(cmd, "keys", "AGENTRY_KEYS_DIR", &f.keys)
 			return runAgent(cmd.Context(), e, &f, args)
 		},
 	}
@@ -82,6 +87,8 @@ addresses are as for agentry llm. ` + baseURLHelp,
 	fl.BoolVar(&f.noStream, "no-stream", false, "wait for the result instead of streaming")
 	fl.StringVar(&f.agent, "agent", "", "run the agent an agent file defines (a path, or a NAME in --agents), under governance; its runs are kept in memory unless --store is given")
 	fl.StringVar(&f.agents, "agents", "", "the directory of agent files --agent NAME is looked up in")
+	fl.StringVar(&f.as, "as", "", "with --agent on a terminal: the approver asked to decide write_high_risk calls (default: the only approver of --keys)")
+	fl.StringVar(&f.keys, "keys", filepath.Join("agentry-data", "keys"), "with --agent: the approver keys directory (agentry keys create; env AGENTRY_KEYS_DIR)")
 	return cmd
 }
 

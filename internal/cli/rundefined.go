@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/agentry-dev/agentry/agentfile"
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/govern/approvalapi"
 	"github.com/agentry-dev/agentry/internal/approverkey"
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/runs"
@@ -39,8 +41,7 @@ func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 		return fmt.Errorf("store: %w", err)
 	}
 	defer st.Close()
-	dataDir := "agentry-data"
-	keys, err := govern.OpenKeyring(approverkey.Dir(filepath.Join(dataDir, "keys")).KeyringPath(), &govern.KeyringOptions{Logger: slog.New(slog.DiscardHandler)})
+	keys, err := govern.OpenKeyring(approverkey.Dir(f.keys).KeyringPath(), &govern.KeyringOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return fmt.Errorf("approvers: %w", err)
 	}
@@ -62,8 +63,13 @@ func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	if run, err = srv.Runs().Wait(ctx, run.RequestID); err != nil {
+	if run, err = settle(ctx, srv, run.RequestID); err != nil {
 		return err
+	}
+	if run.Status == runs.Paused && e.isTTY {
+		if run, err = decideOnTerminal(ctx, e, f, srv, keys, run); err != nil {
+			return err
+		}
 	}
 	switch run.Status {
 	case runs.Delivered:
@@ -90,6 +96,79 @@ func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 		msg += ": " + run.Error.Message
 	}
 	return fmt.Errorf("%s", msg)
+}
+
+// settle waits until the run delivers, fails safe or waits for a human.
+func settle(ctx context.Context, srv *server.Server, id string) (*runs.Run, error) {
+	for {
+		run, err := srv.Runs().Wait(ctx, id)
+		if err != nil || run.Settled() {
+			return run, err
+		}
+	}
+}
+
+// decideOnTerminal asks the approver (--as, else the only one of
+// --keys) to approve or deny each call the paused run waits for, on the
+// terminal, signing approvals with the approver's key as agentry approve
+// does, until the run settles otherwise. Without an approver key, or
+// when the terminal has nothing more to say (EOF), the run stays paused.
+func decideOnTerminal(ctx context.Context, e *env, f *runFlags, srv *server.Server, keys *govern.Keyring, run *runs.Run) (*runs.Run, error) {
+	name := f.as
+	if name == "" {
+		names := map[string]bool{}
+		for _, k := range keys.Keys() {
+			names[k.Approver] = true
+		}
+		switch len(names) {
+		case 0:
+			fmt.Fprintf(e.stderr, "agentry: a write_high_risk call waits for approval, and %s holds no approver to ask (create one: agentry keys create NAME --dir %s)\n", f.keys, f.keys)
+			return run, nil
+		case 1:
+		default:
+			fmt.Fprintf(e.stderr, "agentry: a write_high_risk call waits for approval: give --as NAME, one of the approvers of %s, to decide it here\n", f.keys)
+			return run, nil
+		}
+		for n := range names {
+			name = n
+		}
+	}
+	key, err := approverkey.Dir(f.keys).Key(name)
+	if err != nil {
+		return nil, fmt.Errorf("approver %s: %w", name, err)
+	}
+	in := bufio.NewReader(e.stdin)
+	for run.Status == runs.Paused && len(run.PendingApprovals) > 0 {
+		for _, id := range run.PendingApprovals {
+			req, err := srv.Governor().Approval(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintln(e.stderr)
+			describeApproval(e.stderr, &req)
+			fmt.Fprintf(e.stderr, "Approve %s as %s? [y/N] ", req.Tool, name)
+			answer, err := in.ReadString('\n')
+			if err != nil && answer == "" {
+				fmt.Fprintln(e.stderr)
+				return run, nil // nobody to ask: the run stays paused
+			}
+			input := govern.ApprovalInput{Approver: name, Reason: "denied on the terminal"}
+			if a := strings.ToLower(strings.TrimSpace(answer)); a == "y" || a == "yes" {
+				token, err := approvalapi.Sign(key.Approver, key.Private, req, approvalapi.DefaultTokenTTL)
+				if err != nil {
+					return nil, fmt.Errorf("not signing: %w", err)
+				}
+				input = govern.ApprovalInput{Approve: true, Token: token}
+			}
+			if _, err := srv.Governor().Decide(ctx, id, input); err != nil {
+				return nil, err
+			}
+		}
+		if run, err = settle(ctx, srv, run.RequestID); err != nil {
+			return nil, err
+		}
+	}
+	return run, nil
 }
 
 // findAgent reads the agent file at ref, or the agent named ref in dir,
