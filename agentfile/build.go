@@ -52,22 +52,25 @@ type Options struct {
 	// client certificate. Without it, a uamp tool is an error.
 	UAMP *messaging.ClientOptions
 
-	// rb are the compensating calls of every Build with these Options.
-	rb *rollbacks
+	// rb is what every Build with these Options shares.
+	rb *shared
 }
 
-// rollbacks are the compensating calls of the agents built with one
-// Options: each Build adds its own, so that the rollback handlers the
-// first Build gave the governor also undo the tools of the agents a
-// later Build made (a reload), and those of runs still going on the old
-// definitions.
-type rollbacks struct {
+// shared is what the governor is given once, by the first Build with
+// one Options, for the agents of every Build with it: each Build adds
+// its own, so that the rollback handlers and the policy the first Build
+// gave the governor also serve the agents a later Build made (a reload),
+// and the runs still going on the old definitions.
+type shared struct {
 	mu sync.Mutex
 	// hooks are the compensating webhooks, by "AGENT/TOOL".
 	hooks map[string]*workflow.Webhook
 	// clients are the workflow clients whose tasks' rollbacks the
 	// governor may have to run.
 	clients []*workflow.Client
+	// policies are the agents' own policies (govern.policy), by agent ID;
+	// the last Build's.
+	policies map[string]govern.Policy
 }
 
 // rollbackType is the type of the rollback actions of webhook tools
@@ -103,7 +106,7 @@ func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 		lookup = os.LookupEnv
 	}
 	b := &builder{opts: opts, lookup: lookup, hooks: map[string]*workflow.Webhook{},
-		defs: map[string]*Definition{}, built: map[string]server.Agent{}}
+		defs: map[string]*Definition{}, built: map[string]server.Agent{}, policies: map[string]govern.Policy{}}
 	for _, d := range defs {
 		b.defs[d.name] = d
 	}
@@ -125,15 +128,27 @@ func Build(cfg *server.Config, defs []*Definition, opts *Options) error {
 		return errors.Join(out...)
 	}
 	cfg.Agents = append(cfg.Agents, agents...)
-	if opts.rb == nil {
-		opts.rb = &rollbacks{hooks: map[string]*workflow.Webhook{}}
+	first := opts.rb == nil
+	if first {
+		opts.rb = &shared{hooks: map[string]*workflow.Webhook{}}
 	}
 	rb := opts.rb
 	rb.mu.Lock()
 	maps.Copy(rb.hooks, b.hooks)
 	rb.clients = append(rb.clients, b.rollbackClients...)
+	rb.policies = b.policies
 	hooks, clients := len(rb.hooks), len(rb.clients)
 	rb.mu.Unlock()
+	if cfg.Governance == nil {
+		cfg.Governance = &govern.Options{}
+	}
+	if first || len(b.policies) > 0 {
+		// The agents' policies, on top of the server's: a later Build
+		// may bring some, so the first one installs the lookup.
+		g := *cfg.Governance
+		g.Policy = &agentPolicy{base: g.Policy, shared: rb}
+		cfg.Governance = &g
+	}
 	if clients > 0 {
 		addRollback(cfg, uaipagent.RollbackType, rb.workflow, false)
 	}
@@ -174,6 +189,8 @@ type builder struct {
 	// rollbackClients are the workflow clients whose tasks' rollbacks
 	// the governor may have to run.
 	rollbackClients []*workflow.Client
+	// policies are the agents' govern.policy, by agent ID.
+	policies map[string]govern.Policy
 }
 
 func (b *builder) expand(d *Definition, ptr, s string, errs *[]*Error) string {
@@ -270,7 +287,15 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 		}
 	}
 	if s.Govern.Policy != "" {
-		errs = append(errs, d.errorAt("/govern/policy", "per-agent policies are not supported yet: give the policy to the server (agentry serve --policy)"))
+		path := b.expand(d, "/govern/policy", s.Govern.Policy, &errs)
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(filepath.Dir(d.file), path)
+		}
+		if p, err := govern.LoadRulePolicy(path); err != nil {
+			errs = append(errs, d.errorAt("/govern/policy", err.Error()))
+		} else {
+			b.policies["agent:"+d.name] = p
+		}
 	}
 	timeout, _ := duration(s.Limits.Timeout) // Load checked it
 	a := server.Agent{Name: d.name, Description: s.Description, Timeout: timeout, Options: o,
@@ -631,7 +656,7 @@ func (b *builder) call(d *Definition, c *fileCall, ptr string, errs *[]*Error) *
 
 // webhook is the rollback handler of webhook tools: the compensating
 // call of the tool the action targets, with the original arguments.
-func (rb *rollbacks) webhook(ctx context.Context, a govern.RollbackAction) error {
+func (rb *shared) webhook(ctx context.Context, a govern.RollbackAction) error {
 	rb.mu.Lock()
 	hook, ok := rb.hooks[a.Target]
 	rb.mu.Unlock()
@@ -661,7 +686,7 @@ func toolError(err error) error {
 // workflow runs a workflow task's rollback through the clients in turn
 // until one knows the session: the action names the session, not the
 // server.
-func (rb *rollbacks) workflow(ctx context.Context, a govern.RollbackAction) error {
+func (rb *shared) workflow(ctx context.Context, a govern.RollbackAction) error {
 	rb.mu.Lock()
 	clients := slices.Clone(rb.clients)
 	rb.mu.Unlock()
@@ -674,4 +699,49 @@ func (rb *rollbacks) workflow(ctx context.Context, a govern.RollbackAction) erro
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// agentPolicy decides a call with the server's policy (base; nil allows)
+// and, for an agent with a govern.policy of its own, with that one too:
+// the stricter decision stands (deny, then needs_review, then allow).
+type agentPolicy struct {
+	base   govern.Policy
+	shared *shared
+}
+
+func (p *agentPolicy) Decide(ctx context.Context, in govern.PolicyInput) (govern.Decision, error) {
+	base := p.base
+	if base == nil {
+		base = govern.AllowAll
+	}
+	d, err := base.Decide(ctx, in)
+	if err != nil || d.Effect == govern.Deny {
+		return d, err
+	}
+	p.shared.mu.Lock()
+	own := p.shared.policies[in.Identity.AgentID]
+	p.shared.mu.Unlock()
+	if own == nil {
+		return d, nil
+	}
+	od, err := own.Decide(ctx, in)
+	if err != nil {
+		return od, err
+	}
+	if strictness(od.Effect) > strictness(d.Effect) {
+		return od, nil
+	}
+	return d, nil
+}
+
+// strictness orders effects: allow, needs_review, deny (and anything
+// else, which the governor refuses, as deny).
+func strictness(e govern.Effect) int {
+	switch e {
+	case govern.Allow:
+		return 0
+	case govern.Review:
+		return 1
+	}
+	return 2
 }

@@ -168,6 +168,77 @@ tools:
 	}
 }
 
+// An agent's govern.policy (a rule policy file, relative to the agent
+// file) decides its writes on top of the server's policy, the stricter
+// decision standing: the agent's deny refuses a call the server allows;
+// the server's deny stands over the agent's allow; another agent is not
+// affected.
+func TestBuild_AgentPolicy(t *testing.T) {
+	h := &hooks{}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	script := `steps:
+  - tool_calls: [{id: c1, name: note, arguments: {text: hi}}, {id: c2, name: erase, arguments: {}}]
+  - text: "done"
+`
+	agent := func(policy string) string {
+		return `model: scripted:scripts/` + policy + `.yaml
+tools:
+  - webhook: {name: note, url: "` + hs.URL + `/note"}
+  - webhook: {name: erase, url: "` + hs.URL + `/erase"}
+` + map[bool]string{true: "govern: {policy: policies/strict.yaml}\n"}[policy == "strict"]
+	}
+	dir := agentDir(t, map[string]string{
+		"strict.yaml":          agent("strict"),
+		"lax.yaml":             agent("lax"),
+		"scripts/strict.yaml":  script,
+		"scripts/lax.yaml":     script,
+		"policies/strict.yaml": "rules:\n  - {name: no-notes, tools: [note], effect: deny, reason: this agent only reads}\n",
+	})
+	serverPolicy := &govern.RulePolicy{Rules: []govern.Rule{{Name: "no-erasing", Tools: []string{"erase"}, Effect: govern.Deny}}}
+	srv := startServerWith(t, dir, nil, nil, func(cfg *server.Config) { cfg.Governance.Policy = serverPolicy })
+	for _, tc := range []struct {
+		agent string
+		want  []string // the webhooks called
+	}{
+		{"strict", nil},
+		{"lax", []string{`/note note {"text":"hi"}`}},
+	} {
+		before := len(h.got())
+		run := waitRun(t, srv, tc.agent, "note and erase")
+		if run.Status != runs.Delivered {
+			t.Fatalf("%s: run %+v", tc.agent, run)
+		}
+		if got := h.got()[before:]; strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%s: webhook calls %q, want %q", tc.agent, got, tc.want)
+		}
+		blocked := map[string]string{}
+		for ev, err := range srv.Runs().Events(context.Background(), run.RequestID, 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type == runs.EventToolBlocked {
+				blocked[ev.Tool] = string(ev.Reasons[0])
+			}
+			if ev.Type == runs.EventEnded {
+				break
+			}
+		}
+		if blocked["erase"] != "POLICY_BLOCKED" || (tc.agent == "strict") != (blocked["note"] == "POLICY_BLOCKED") {
+			t.Errorf("%s: blocked %v", tc.agent, blocked)
+		}
+	}
+	// A policy file that does not load is a file:line error.
+	bad := agentDir(t, map[string]string{"a.yaml": "model: scripted:demo\ngovern:\n  policy: nowhere.yaml\n"})
+	defs, err := agentfile.LoadDir(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agentfile.Build(&server.Config{}, defs, nil); err == nil || !strings.Contains(err.Error(), "a.yaml:3: /govern/policy: ") || !strings.Contains(err.Error(), "nowhere.yaml") {
+		t.Errorf("a missing policy file: %v", err)
+	}
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
