@@ -2,6 +2,8 @@ package agentfile
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
@@ -398,6 +400,29 @@ func (b *builder) uamp(d *Definition, i int) (llm.Tool, []*Error) {
 		return llm.Tool{}, errs
 	}
 	opts := *b.opts.UAMP
+	if u.CA != "" {
+		path := b.expand(d, ptr+"/ca", u.CA, &errs)
+		if len(errs) > 0 {
+			return llm.Tool{}, errs
+		}
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(filepath.Dir(d.file), path)
+		}
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			return llm.Tool{}, []*Error{d.errorAt(ptr+"/ca", err.Error())}
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return llm.Tool{}, []*Error{d.errorAt(ptr+"/ca", path+" holds no PEM certificate")}
+		}
+		conf := &tls.Config{}
+		if opts.TLS != nil {
+			conf = opts.TLS.Clone()
+		}
+		conf.RootCAs = roots
+		opts.TLS = conf
+	}
 	c, err := messaging.NewClient(base, &opts)
 	if err != nil {
 		return llm.Tool{}, []*Error{d.errorAt(ptr, err.Error())}

@@ -694,14 +694,17 @@ func TestBuild_UAMPTool(t *testing.T) {
 	dir := agentDir(t, map[string]string{
 		"asker.yaml": `model: scripted:scripts/asker.yaml
 tools:
-  - uamp: {url: "https://` + ln.Addr().String() + `", did: "did:web:agent.example", name: shepherd, description: Knows sheep}
+  - uamp: {url: "https://` + ln.Addr().String() + `", did: "did:web:agent.example", name: shepherd, description: Knows sheep, ca: certs/shepherd.pem}
 `,
+		"certs/shepherd.pem": string(serverCert.CertPEM),
 		"scripts/asker.yaml": `steps:
   - tool_calls: [{id: c1, name: shepherd, arguments: {input: "What do sheep eat?"}}]
   - text: "they eat grass"
 `})
+	// The remote server's self-signed certificate is trusted through the
+	// entry's ca file, not the client's roots.
 	opts := &agentfile.Options{UAMP: &messaging.ClientOptions{Key: clientKey,
-		TLS: &tls.Config{RootCAs: serverCert.Pool(), Certificates: []tls.Certificate{clientCert}}}}
+		TLS: &tls.Config{Certificates: []tls.Certificate{clientCert}}}}
 	srv := startServer(t, dir, opts, nil)
 	run := waitRun(t, srv, "asker", "ask the shepherd")
 	if run.Status != runs.Delivered || run.Output != "they eat grass" {
@@ -709,6 +712,15 @@ tools:
 	}
 	if ev := toolResult(t, srv, run.RequestID, "shepherd"); ev.Outcome != govern.Success || !strings.Contains(string(ev.Result), "Sheep eat grass.") {
 		t.Errorf("shepherd: outcome %s, result %s", ev.Outcome, ev.Result)
+	}
+	// A ca that holds no certificate is a build error with file and line.
+	bad := agentDir(t, map[string]string{"a.yaml": "model: scripted:demo\ntools:\n  - uamp: {url: \"https://h\", did: \"did:web:h\", ca: a.yaml}\n"})
+	defs, err := agentfile.LoadDir(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agentfile.Build(&server.Config{}, defs, opts); err == nil || !strings.Contains(err.Error(), "a.yaml:3: /tools/0/uamp/ca: ") || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Errorf("a ca without certificates: %v", err)
 	}
 }
 

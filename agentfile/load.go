@@ -128,6 +128,9 @@ type (
 		DID         string `json:"did"`
 		Name        string `json:"name"`
 		Description string `json:"description"`
+		// CA is a PEM file of the certificates that authenticate the
+		// remote server, instead of the system roots.
+		CA string `json:"ca"`
 	}
 	riskRule struct {
 		glob, tier string
