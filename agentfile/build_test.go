@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net"
 	"net/http"
@@ -743,4 +744,72 @@ func toolResult(t *testing.T, srv *server.Server, requestID, tool string) *runs.
 	}
 	t.Fatalf("the events of %s ended without a tool_result for %s", requestID, tool)
 	return nil
+}
+
+// A sub-agent's run streams into its parent's run events, named as
+// UAP-1.1 §8 names them: subagent_start with the input, subagent_event
+// with its tool calls and text, subagent_end with its answer. (The boss
+// first calls a gate that opens once the test follows the run: the
+// sub-agent's events are transient, sent to those following.)
+func TestBuild_SubagentEventsInTheRunEvents(t *testing.T) {
+	dir := agentDir(t, map[string]string{
+		"boss.yaml":       "model: scripted:scripts/boss.yaml\ntools:\n  - builtin: gate\n  - agent: calculator\n",
+		"calculator.yaml": "model: scripted:demo\ntools:\n  - builtin: calculate\n",
+		"scripts/boss.yaml": `steps:
+  - tool_calls: [{id: b1, name: gate, arguments: {}}]
+  - tool_calls: [{id: b2, name: calculator, arguments: {input: "What is 6*7?"}}]
+  - text: "42"
+`})
+	open := make(chan struct{})
+	readOnly := govern.Declaration{Tier: govern.ReadOnly}
+	opts := &agentfile.Options{Builtins: map[string]llm.Tool{
+		"gate": govern.Declare(llm.Tool{Name: "gate", Description: "Waits.", Parameters: llm.Schema{"type": "object"},
+			Run: func(ctx context.Context, _ map[string]any) (any, error) {
+				select {
+				case <-open:
+					return "open", nil
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}}, readOnly),
+		"calculate": govern.Declare(llm.Tool{Name: "calculate", Description: "Calculates.",
+			Parameters: llm.Schema{"type": "object", "properties": map[string]any{"expression": map[string]any{"type": "string"}}, "required": []any{"expression"}},
+			Run:        func(context.Context, map[string]any) (any, error) { return "42", nil }}, readOnly)}}
+	srv := startServer(t, dir, opts, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a safety net far beyond the work
+	defer cancel()
+	run, err := srv.Runs().Start(ctx, &runs.StartParams{Agent: "boss", Input: "What is 6*7?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, stop := iter.Pull2(srv.Runs().Events(ctx, run.RequestID, 0))
+	defer stop()
+	var got []string
+	for opened := false; ; {
+		ev, err, ok := next()
+		if !ok || err != nil {
+			t.Fatalf("events: %v %v", err, ok)
+		}
+		if !opened { // following the run now
+			close(open)
+			opened = true
+		}
+		switch ev.Type {
+		case runs.EventSubagentStart:
+			got = append(got, "start "+ev.Agent+" "+ev.Text)
+		case runs.EventSubagentEvent:
+			for _, c := range ev.ToolCalls {
+				got = append(got, "call "+ev.Agent+" "+c.Tool)
+			}
+		case runs.EventSubagentEnd:
+			got = append(got, "end "+ev.Agent+" "+string(ev.Outcome)+" "+ev.Output)
+		}
+		if ev.Type == runs.EventEnded {
+			break
+		}
+	}
+	want := []string{"start calculator What is 6*7?", "call calculator calculate", "end calculator success 6*7 = 42."}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("sub-agent events:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }

@@ -19,11 +19,11 @@ const (
 	DeltaError    DeltaType = "error"
 )
 
-// DeltaTypes lists the delta types of A.2.
-var DeltaTypes = []DeltaType{DeltaPatch, DeltaChunk, DeltaProgress, DeltaDone, DeltaCancel, DeltaError}
+// deltaTypes lists the delta types of A.2.
+var deltaTypes = []DeltaType{DeltaPatch, DeltaChunk, DeltaProgress, DeltaDone, DeltaCancel, DeltaError}
 
 // Valid reports whether t is one of the delta types of A.2.
-func (t DeltaType) Valid() bool { return slices.Contains(DeltaTypes, t) }
+func (t DeltaType) Valid() bool { return slices.Contains(deltaTypes, t) }
 
 // Final reports whether t ends its stream (done, cancel, error).
 func (t DeltaType) Final() bool { return t == DeltaDone || t == DeltaCancel || t == DeltaError }

@@ -179,10 +179,19 @@ func plainInteger(b []byte, i int) (v int64, j int, ok bool) {
 
 // deltaType returns the type s names, "" for anything else.
 func deltaType(s []byte) envelope.DeltaType {
-	for _, t := range envelope.DeltaTypes {
-		if string(t) == string(s) {
-			return t
-		}
+	switch string(s) { // compared, not converted: no allocation
+	case string(envelope.DeltaPatch):
+		return envelope.DeltaPatch
+	case string(envelope.DeltaChunk):
+		return envelope.DeltaChunk
+	case string(envelope.DeltaProgress):
+		return envelope.DeltaProgress
+	case string(envelope.DeltaDone):
+		return envelope.DeltaDone
+	case string(envelope.DeltaCancel):
+		return envelope.DeltaCancel
+	case string(envelope.DeltaError):
+		return envelope.DeltaError
 	}
 	return ""
 }

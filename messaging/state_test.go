@@ -85,7 +85,7 @@ func TestUAMP_10_EventsOfMessages(t *testing.T) {
 		envelope.DeltaPatch: evProgress, envelope.DeltaChunk: evProgress, envelope.DeltaProgress: evProgress,
 		envelope.DeltaDone: evDone, envelope.DeltaCancel: evCancel, envelope.DeltaError: evError,
 	}
-	for _, d := range envelope.DeltaTypes {
+	for d := range deltas {
 		if got := deltaEvent(d); got != deltas[d] {
 			t.Errorf("DeltaEvent(%s) = %s", d, got)
 		}

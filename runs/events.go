@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/llm"
@@ -56,6 +57,17 @@ const (
 	// EventEnded: the run delivered or failed safe; it is the last event
 	// (durable; Status, Reasons, Error, Output when delivered).
 	EventEnded EventType = "ended"
+	// EventSubagentStart, EventSubagentEvent and EventSubagentEnd are a
+	// sub-agent's run inside a tool call, named as UAP-1.1 §8 names
+	// them (transient; Agent: the sub-agent; CallID: the parent's tool
+	// call). Start has Text, the sub-agent's input; an event has Text
+	// its model streamed, or ToolCalls it asked for; End has Outcome,
+	// and Output on success or Detail, the error, on failure. A
+	// sub-agent's own sub-agents are reported the same way, with their
+	// own Agent.
+	EventSubagentStart EventType = "subagent_start"
+	EventSubagentEvent EventType = "subagent_event"
+	EventSubagentEnd   EventType = "subagent_end"
 )
 
 // Event is one event of a run (Service.Events). Which fields are set
@@ -214,4 +226,45 @@ func modelEvent(requestID string, text string, unverified bool, calls []llm.Tool
 	}
 	ev.Type, ev.Text, ev.Unverified = EventModelText, text, unverified
 	return ev
+}
+
+// subagentEvents returns the events of a sub-agent's UAP event (UAP-1.1
+// §8: subagent_start, subagent_event, subagent_end), nil for other
+// events and for the inner events that carry neither text nor tool calls.
+func subagentEvents(requestID string, u *agent.UAPEvent) []*Event {
+	str := func(k string) string { v, _ := u.Data[k].(string); return v }
+	ev := &Event{RequestID: requestID, Time: time.Now(), Type: EventType(u.Type), Agent: str("subagentType"), CallID: str("parentToolCallId")}
+	switch u.Type {
+	case agent.EventSubagentStart:
+		ev.Text = str("prompt")
+	case agent.EventSubagentEnd:
+		if ok, _ := u.Data["success"].(bool); ok {
+			ev.Outcome, ev.Output = govern.Success, str("result")
+		} else {
+			ev.Outcome, ev.Detail = govern.Failure, str("error")
+		}
+	case agent.EventSubagentEvent:
+		inner, ok := u.Data["event"].(agent.Event)
+		switch {
+		case !ok:
+			return nil
+		case inner.Source == agent.SourceUPP && inner.UPP != nil && inner.UPP.Type == llm.TextDelta && inner.UPP.Delta.Text != "":
+			ev.Text = inner.UPP.Delta.Text
+		case inner.Source == agent.SourceUAP && inner.UAP != nil && inner.UAP.Type == agent.EventAction:
+			calls, _ := inner.UAP.Data["toolCalls"].([]llm.ToolCall)
+			if len(calls) == 0 {
+				return nil
+			}
+			for _, c := range calls {
+				ev.ToolCalls = append(ev.ToolCalls, ToolCall{CallID: c.ToolCallID, Tool: c.ToolName, Args: c.Arguments})
+			}
+		case inner.Source == agent.SourceUAP && inner.UAP != nil:
+			return subagentEvents(requestID, inner.UAP) // a sub-agent's own sub-agent
+		default:
+			return nil
+		}
+	default:
+		return nil
+	}
+	return []*Event{ev}
 }

@@ -379,6 +379,10 @@ func (s *Service) agentEvent(id string, ev agent.Event) {
 	switch {
 	case ev.Source == agent.SourceUPP && ev.UPP != nil && ev.UPP.Type == llm.TextDelta && ev.UPP.Delta.Text != "":
 		h.publishText(s.base, ev.UPP.Delta.Text, ev.Unverified)
+	case ev.Source == agent.SourceUAP && ev.UAP != nil && ev.UAP.Type == agent.EventSubagentEvent:
+		for _, sub := range subagentEvents(id, ev.UAP) { // what a sub-agent streams, inside a tool call
+			h.publishTransient(sub)
+		}
 	case ev.Source == agent.SourceUAP && ev.UAP != nil:
 		// An agent event comes between model calls and tool rounds: what
 		// the run journaled up to here goes out first, so that the
@@ -388,6 +392,9 @@ func (s *Service) agentEvent(id string, ev agent.Event) {
 			if calls, ok := ev.UAP.Data["toolCalls"].([]llm.ToolCall); ok && len(calls) > 0 {
 				h.publishTransient(modelEvent(id, "", false, calls))
 			}
+		}
+		for _, sub := range subagentEvents(id, ev.UAP) {
+			h.publishTransient(sub)
 		}
 	}
 }
