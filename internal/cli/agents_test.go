@@ -76,6 +76,9 @@ func TestRunDefinedAgent(t *testing.T) {
 // the support agent's model through SUPPORT_MODEL.
 func TestServeDefaultAgentsAreTheExampleFiles(t *testing.T) {
 	srv := serveInProcess(t, t.TempDir(), "--tls-addr", "")
+	if out := srv.output.String(); !strings.Contains(out, "agentry: agents: echo, support (the built-in examples/agents") {
+		t.Errorf("serve does not say which agents it serves:\n%s", out)
+	}
 	var list struct {
 		Agents []struct {
 			Name, Model string

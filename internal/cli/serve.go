@@ -354,6 +354,15 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 		names[i] = w.Name
 	}
 	logger.Info("agentry serving", "addr", ln.Addr().String(), "uaip_workflows", strings.Join(names, ","), "store", st.String())
+	agentNames := make([]string, len(defs))
+	for i, d := range defs {
+		agentNames[i] = d.Name
+	}
+	from := f.agents
+	if from == "" {
+		from = "the built-in examples/agents; serve --agents DIR for yours"
+	}
+	fmt.Fprintf(e.stderr, "agentry: agents: %s (%s)\n", strings.Join(agentNames, ", "), from)
 	fmt.Fprintf(e.stderr, "agentry: listening on http://%s (workflows: %s)\n", ln.Addr(), strings.Join(names, ", "))
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
