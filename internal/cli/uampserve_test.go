@@ -303,6 +303,18 @@ func TestServeUAMPServesEachAgent(t *testing.T) {
 			t.Errorf("GET /v1/runs/%s = %+v", done.RequestID, run)
 		}
 	}
+	// A run that fails safe ends the stream with 5.00, naming why.
+	agents := t.TempDir()
+	writeFile(t, agents, "broken.yaml", "model: scripted:scripts/broken.yaml\n")
+	os.Mkdir(filepath.Join(agents, "scripts"), 0o755)
+	writeFile(t, agents, "scripts/broken.yaml", "steps:\n  - error: {code: INVALID_REQUEST, message: the model refused}\n")
+	data2 := t.TempDir()
+	srv2 := serveInProcess(t, data2, "--uamp-trust", filepath.Join(dir, "client.pub.jwk"), "--agents", agents)
+	ask2 := writeFile(t, dir, "ask2.json", `{"to":["`+srv2.did+`:agents:broken"],"body":{"type":"text/plain","content":"hi"}}`)
+	ca2 := filepath.Join(data2, devCertFile)
+	if code, _, errs := runCLI(t, "", "uamp", "send", srv2.tlsURL, ask2, "--key", key, "--ca", ca2); code != 1 || !strings.HasPrefix(errs, "5.00 ") || !strings.Contains(errs, "failed safe") {
+		t.Errorf("a run that fails safe: exit %d: %s", code, errs)
+	}
 	// An agent the server does not run is not addressed here: 4.03.
 	ask := writeFile(t, dir, "ask.json", `{"to":["`+srv.did+`:agents:nobody"],"body":{"type":"text/plain","content":"hi"}}`)
 	if code, _, errs := runCLI(t, "", "uamp", "send", srv.tlsURL, ask, "--key", key, "--ca", ca); code != 1 || !strings.HasPrefix(errs, "4.03 ") {
