@@ -42,6 +42,7 @@ type Server struct {
 
 	closers []func() // run by Shutdown, last first
 
+	setMu    sync.Mutex // serialises SetAgents
 	agentsMu sync.Mutex
 	retire   []func() // closes the resources of the agents of New and of every SetAgents
 
@@ -465,20 +466,24 @@ func (s *Server) closeAgents() {
 // Close) are released at Shutdown, after those runs. An agent of the old
 // set that is missing from agents is no longer served (its paused runs
 // stay paused until an agent of that name is served again). On an error
-// nothing changes. It needs Config.Governance: agents run governed.
+// nothing changes. Calls are serialised.
 func (s *Server) SetAgents(agents []Agent) error {
+	s.setMu.Lock()
+	defer s.setMu.Unlock()
 	if s.runs == nil {
-		return errors.New("server: no agents are run without governance")
+		return errors.New("server: no run service")
 	}
 	cat, err := s.buildAgents(agents)
 	if err != nil {
 		return err
 	}
-	if err := s.runs.SetAgents(cat); err != nil {
-		return err
-	}
 	if s.uamp != nil {
-		s.uamp.setAgents(agents)
+		if err := s.uamp.setAgents(agents); err != nil {
+			return err
+		}
+	}
+	if err := s.runs.SetAgents(cat); err != nil {
+		return err // not after buildAgents: its agents are all named and built
 	}
 	s.log.Info("agents replaced", "agents", len(agents))
 	return nil
