@@ -37,25 +37,13 @@ func ShopperModel() *scripted.Model {
 		for _, t := range req.Tools {
 			has[t.Name] = true
 		}
-		var task string
+		task, results := conversation(req)
 		done, failed := map[string]any{}, map[string]string{}
-		calls := map[string]string{}
-		for _, msg := range req.Messages {
-			switch msg := msg.(type) {
-			case *llm.UserMessage:
-				task = msg.Text()
-			case *llm.AssistantMessage:
-				for _, c := range msg.ToolCalls {
-					calls[c.ToolCallID] = c.ToolName
-				}
-			case *llm.ToolResultMessage:
-				for _, r := range msg.Results {
-					if r.IsError {
-						failed[calls[r.ToolCallID]] = llm.ResultText(r.Result)
-					} else {
-						done[calls[r.ToolCallID]] = r.Result
-					}
-				}
+		for name, r := range results {
+			if r.IsError {
+				failed[name] = llm.ResultText(r.Result)
+			} else {
+				done[name] = r.Result
 			}
 		}
 		p := Catalog[0]

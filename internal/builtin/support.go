@@ -152,23 +152,7 @@ func SupportModel() *scripted.Model {
 
 func supportModel() *scripted.Model {
 	return scripted.NewFunc(func(ctx context.Context, req *llm.Request) (scripted.Step, error) {
-		var prompt string
-		done := map[string]llm.ToolResult{}
-		calls := map[string]string{}
-		for _, m := range req.Messages {
-			switch m := m.(type) {
-			case *llm.UserMessage:
-				prompt = m.Text()
-			case *llm.AssistantMessage:
-				for _, c := range m.ToolCalls {
-					calls[c.ToolCallID] = c.ToolName
-				}
-			case *llm.ToolResultMessage:
-				for _, r := range m.Results {
-					done[calls[r.ToolCallID]] = r
-				}
-			}
-		}
+		prompt, done := conversation(req)
 		order := orderRef.FindString(prompt)
 		if order == "" {
 			return scripted.Step{Text: "Which order? Give me its ID, like o-1001."}, nil
@@ -193,6 +177,28 @@ func supportModel() *scripted.Model {
 		}
 		return scripted.Step{Text: fmt.Sprintf("Refunded order %s: %s", order, llm.ResultText(refund.Result))}, nil
 	})
+}
+
+// conversation reads what the offline models decide on: the latest user
+// message, and the last result of each tool, by tool name.
+func conversation(req *llm.Request) (task string, results map[string]llm.ToolResult) {
+	results = map[string]llm.ToolResult{}
+	calls := map[string]string{}
+	for _, m := range req.Messages {
+		switch m := m.(type) {
+		case *llm.UserMessage:
+			task = m.Text()
+		case *llm.AssistantMessage:
+			for _, c := range m.ToolCalls {
+				calls[c.ToolCallID] = c.ToolName
+			}
+		case *llm.ToolResultMessage:
+			for _, r := range m.Results {
+				results[calls[r.ToolCallID]] = r
+			}
+		}
+	}
+	return task, results
 }
 
 // SupportClass is the example agent's task class.
