@@ -1,9 +1,11 @@
 package agentfile_test
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -23,7 +25,7 @@ params: {temperature: 0}
 instructions: |
   You are a support agent.
 strategy: react
-limits: {max_steps: 8, max_tokens: 1024}
+limits: {max_steps: 8, max_tokens: 1024, timeout: 2m}
 output_schema: {type: object}
 tools:
   - builtin: calculate
@@ -47,9 +49,10 @@ tools:
   - workflow: store
   - workflow: {name: store, url: "http://127.0.0.1:9", token_env: T}
   - agent: triage
-  - uamp: {url: "https://127.0.0.1:9443", did: "did:web:127.0.0.1%3A9443", name: remote, description: A remote agent}
+  - uamp: {url: "https://127.0.0.1:9443", did: "did:web:127.0.0.1%3A9443", name: remote, description: A remote agent, ca: certs/remote.pem}
 govern:
   risk: {"lookup_*": read_only, "refund_*": write_high_risk}
+  policy: policies/support.yaml
 `
 
 func write(t *testing.T, dir, name, content string) string {
@@ -195,5 +198,55 @@ func TestSchemaForEditors(t *testing.T) {
 	}
 	if string(docs) != string(own) {
 		t.Error("docs/agent.schema.json differs from agentfile/schema/agent.schema.json: copy it")
+	}
+}
+
+// Every key of the JSON Schema is in full (so TestLoad_EveryKey loads it)
+// and documented in docs/agents.md.
+func TestEveryKeyIsTestedAndDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("schema", "agent.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema any
+	if err := json.Unmarshal(b, &schema); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if props, ok := v["properties"].(map[string]any); ok {
+				for k := range props {
+					keys[k] = true
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(schema)
+	docs, err := os.ReadFile(filepath.Join("..", "docs", "agents.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) < 30 {
+		t.Fatalf("only %d keys found in the schema", len(keys))
+	}
+	for k := range keys {
+		if !regexp.MustCompile(`(?m)(^|[\s{,])` + regexp.QuoteMeta(k) + `:`).MatchString(full) {
+			t.Errorf("key %q is not in the test file full", k)
+		}
+		// In docs/agents.md a key is written `key`, `parent.key`, `key.child`
+		// or within a {…} form.
+		if !regexp.MustCompile("[`.{ ]" + regexp.QuoteMeta(k) + "[`.:,}]").Match(docs) {
+			t.Errorf("key %q is not documented in docs/agents.md", k)
+		}
 	}
 }
