@@ -252,3 +252,19 @@ func TestRunAgentAsksOnTheTerminal(t *testing.T) {
 		t.Errorf("no answer: exit %d\n%s", code, errs)
 	}
 }
+
+// agentry run --agent serves the built-in workflows on a loopback port
+// for an agent with a workflow tool: the shopper walks the store and,
+// approved on the terminal, places the order.
+func TestRunShopperWalksTheBuiltInStore(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys")
+	if code, _, errs := runCLI(t, "", "keys", "create", "alice", "--dir", keys); code != 0 {
+		t.Fatalf("keys create: %s", errs)
+	}
+	var out, errb bytes.Buffer
+	e := &env{stdin: strings.NewReader("y\n"), stdout: &out, stderr: &errb, isTTY: true}
+	code := run(context.Background(), []string{"run", "--agent", "../../examples/agents/shopper.yaml", "--keys", keys, "buy 2 espresso"}, e)
+	if code != 0 || !strings.HasPrefix(out.String(), "Placed order ORD-") || !strings.Contains(errb.String(), "Approve place_order as alice?") {
+		t.Errorf("exit %d\nstdout %q\nstderr %s", code, out.String(), errb.String())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/runs"
 	"github.com/agentry-dev/agentry/server"
+	"github.com/agentry-dev/agentry/workflow"
 )
 
 // runDefined runs the agent of an agent file once, under governance: the
@@ -49,14 +51,40 @@ func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 	cfg := &server.Config{Store: st, Logger: slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Governance: &govern.Options{Keyring: keys,
 			Rollbacks: map[string]govern.RollbackFunc{builtin.RefundReversal: ledger.RollbackHandler()}}}
-	if err := agentfile.Build(cfg, defs, &agentfile.Options{Builtins: builtinTools(ledger)}); err != nil {
+	opts := &agentfile.Options{Builtins: builtinTools(ledger)}
+	if usesWorkflows(defs) {
+		// "workflow: store" means the server's own workflows: serve the
+		// built-in ones on a loopback port for the run.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		cfg.Listener, cfg.Workflows = ln, []*workflow.Workflow{builtin.Store()}
+		opts.WorkflowURL = "http://" + ln.Addr().String()
+	}
+	if err := agentfile.Build(cfg, defs, opts); err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
 		return err
 	}
 	srv, err := server.New(ctx, cfg)
 	if err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
 		return err
 	}
-	defer srv.Shutdown(context.WithoutCancel(ctx))
+	served := make(chan error, 1)
+	if cfg.Listener != nil {
+		go func() { served <- srv.Serve(context.WithoutCancel(ctx)) }()
+	}
+	defer func() {
+		srv.Shutdown(context.WithoutCancel(ctx))
+		if cfg.Listener != nil {
+			<-served
+		}
+	}()
 	ctx, cancel := f.withTimeout(ctx)
 	defer cancel()
 	run, err := srv.Runs().Start(ctx, &runs.StartParams{Agent: def.Name, Input: prompt})
@@ -218,6 +246,18 @@ func findAgent(ref, dir string) (*agentfile.Definition, []*agentfile.Definition,
 		}
 	}
 	return def, defs, nil
+}
+
+// usesWorkflows reports whether an agent of defs has a workflow tool.
+func usesWorkflows(defs []*agentfile.Definition) bool {
+	for _, d := range defs {
+		for _, t := range d.Tools {
+			if strings.HasPrefix(t, "workflow:") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // subagents names the agents d's agent: tools call.
