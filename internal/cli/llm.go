@@ -16,6 +16,7 @@ import (
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 )
 
 // modelFlags are the flags that pick and configure a model, shared by the
@@ -279,11 +280,7 @@ func explain(err error, ref llm.ModelReference) error {
 
 func isTerminal(r io.Reader) bool {
 	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd())) // not /dev/null, a character device too
 }
 
 func isCobraUsage(err error) bool {
