@@ -75,12 +75,13 @@ func runDefined(ctx context.Context, e *env, f *runFlags, args []string) error {
 		}
 		return err
 	}
+	bg := context.WithoutCancel(ctx) // the server stops with Shutdown, not ctx
 	served := make(chan error, 1)
 	if cfg.Listener != nil {
-		go func() { served <- srv.Serve(context.WithoutCancel(ctx)) }()
+		go func() { served <- srv.Serve(bg) }()
 	}
 	defer func() {
-		srv.Shutdown(context.WithoutCancel(ctx))
+		srv.Shutdown(bg)
 		if cfg.Listener != nil {
 			<-served
 		}
