@@ -3,6 +3,8 @@ package runs
 import (
 	"errors"
 	"net/http"
+
+	"github.com/agentry-dev/agentry/internal/unavailable"
 )
 
 // Code is the code of a runs error. A Code is itself an error, the
@@ -84,6 +86,9 @@ func newError(code Code, requestID, message string, cause error) *Error {
 // when it is an *Error (Internal's message is generic), else Internal.
 func wireError(err error) (status int, code Code, message string) {
 	var e *Error
+	if unavailable.Is(err) && (!errors.As(err, &e) || e.Code == Internal) {
+		return http.StatusServiceUnavailable, Unavailable, "the store is unavailable; retry shortly"
+	}
 	if !errors.As(err, &e) || e.Code == Internal {
 		return http.StatusInternalServerError, Internal, "internal error"
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/sse"
 	"github.com/agentry-dev/agentry/internal/strictjson"
+	"github.com/agentry-dev/agentry/internal/unavailable"
 )
 
 // maxBody bounds a POST /v1/runs body.
@@ -284,8 +285,11 @@ func errorBody(err error) map[string]any {
 // logged, not sent.
 func (s *Service) writeError(w http.ResponseWriter, err error) {
 	status, _, _ := wireError(err)
-	if status == http.StatusInternalServerError {
+	switch status {
+	case http.StatusInternalServerError:
 		s.log.Error("runs: request failed", "error", err)
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", unavailable.RetryAfter)
 	}
 	writeJSON(w, status, errorBody(err))
 }

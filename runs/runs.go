@@ -34,6 +34,7 @@ import (
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/unavailable"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -311,19 +312,49 @@ func (s *Service) Start(ctx context.Context, p *StartParams) (*Run, error) {
 		return nil, newError(UnknownAgent, "", fmt.Sprintf("no agent named %q", p.Agent), nil)
 	}
 	id := ids.New()
+	// The run's first event comes once its governor journaled it: only
+	// then is its ID answered. A run that ends before (its store is
+	// down) is answered with its error, never with an ID that would
+	// not be found.
+	started := make(chan error, 1)
+	var once sync.Once
+	journaled := func(err error) { once.Do(func() { started <- err }) }
 	if !s.launch(id, p.Agent, func(ctx context.Context) (*agent.Result, error) {
 		sr := a.Stream(govern.WithRequestID(ctx, id), llm.NewUserMessage(llm.Text(p.Input)), nil)
 		for ev, err := range sr.Events() {
 			if err != nil {
 				break
 			}
+			journaled(nil)
 			s.agentEvent(id, ev)
 		}
-		return sr.Result()
+		res, err := sr.Result()
+		journaled(err)
+		return res, err
 	}) {
 		return nil, newError(Unavailable, "", "the service is closed", nil)
 	}
+	select {
+	case err := <-started:
+		if err != nil && !s.exists(id) {
+			if unavailable.Is(err) {
+				return nil, err
+			}
+			return nil, newError(Internal, id, "the run could not start", err)
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	return &Run{RequestID: id, Agent: p.Agent, Status: Running}, nil
+}
+
+// exists reports whether the run's journal holds its start (a run that
+// failed before its first event may have journaled it all the same).
+func (s *Service) exists(id string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), 5*time.Second)
+	defer cancel()
+	_, err := s.Get(ctx, id)
+	return err == nil
 }
 
 // launch runs fn in the background as run id, unless the service is

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/unavailable"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
@@ -206,6 +207,11 @@ func (e *Engine) storeError(op string, err error) error {
 		return newError(ErrConflict, "The session was changed concurrently; retry the action")
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
+	case unavailable.Is(err):
+		e.logger.Warn("workflow: session store unavailable", "op", op, "error", err)
+		ue := newError(errUnavailable, "The session store is unavailable; retry shortly")
+		ue.cause = err
+		return ue
 	}
 	e.logger.Error("workflow: session store failed", "op", op, "error", err)
 	return newError(ErrInternal, "internal error")

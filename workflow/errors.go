@@ -3,6 +3,8 @@ package workflow
 import (
 	"errors"
 	"net/http"
+
+	"github.com/agentry-dev/agentry/internal/unavailable"
 )
 
 // Error is a UAIP error: an HTTP status and the body's detail, plus
@@ -60,6 +62,10 @@ var (
 	ErrUnauthorized      = errors.New("unauthorized")                    // 401
 	ErrTaskUnavailable   = errors.New("task implementation unavailable") // 502
 	ErrInternal          = errors.New("internal error")                  // 500
+
+	// errUnavailable: the session store cannot be reached now (503,
+	// Retry-After).
+	errUnavailable = errors.New("session store unavailable")
 )
 
 var statusOf = map[error]int{
@@ -70,7 +76,7 @@ var statusOf = map[error]int{
 	ErrInvalidArguments: http.StatusUnprocessableEntity, ErrTaskFailed: http.StatusUnprocessableEntity,
 	ErrConflict: http.StatusConflict, ErrTooLarge: http.StatusRequestEntityTooLarge,
 	ErrUnauthorized: http.StatusUnauthorized, ErrTaskUnavailable: http.StatusBadGateway,
-	ErrInternal: http.StatusInternalServerError,
+	ErrInternal: http.StatusInternalServerError, errUnavailable: http.StatusServiceUnavailable,
 }
 
 // TaskError returns the error a task implementation returns to report a
@@ -89,6 +95,11 @@ func asError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	if unavailable.Is(err) {
+		ue := newError(errUnavailable, "The session store is unavailable; retry shortly")
+		ue.cause = err
+		return ue
 	}
 	ie := newError(ErrInternal, "internal error")
 	ie.cause = err

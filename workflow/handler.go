@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/strictjson"
+	"github.com/agentry-dev/agentry/internal/unavailable"
 )
 
 // headerSessionID carries the session on /execute requests and on the
@@ -451,12 +452,15 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return // the client is gone
 	}
 	e := asError(err)
-	if e.Status >= 500 {
+	if e.Status >= 500 && e.Status != http.StatusServiceUnavailable { // the store's outage is logged by the engine
 		cause := error(e)
 		if e.cause != nil {
 			cause = e.cause
 		}
 		h.logger.Error("uaip: request failed", "path", r.URL.Path, "status", e.Status, "error", cause)
+	}
+	if e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", unavailable.RetryAfter)
 	}
 	writeJSON(w, e.Status, errorBody{Detail: e.Detail, Missing: e.Missing, Errors: e.Errors, Allowed: e.Allowed})
 }

@@ -18,6 +18,11 @@ const (
 	CodeTooLarge             = "PAYLOAD_TOO_LARGE"            // 413
 	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"       // 415: a POST body that is not application/json
 	CodeInternal             = "INTERNAL"                     // 500: logged by the server, never detailed
+
+	// codeUnavailable (503, with Retry-After): the journal cannot be
+	// reached now; retry. (Unexported to keep the exported API within its
+	// budget; the wire code is "UNAVAILABLE", as the runs API's.)
+	codeUnavailable = "UNAVAILABLE"
 )
 
 // Error is an error answer of the API, as the handler writes it

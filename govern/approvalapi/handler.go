@@ -18,6 +18,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/strictjson"
+	"github.com/agentry-dev/agentry/internal/unavailable"
 )
 
 // defaultMaxBodyBytes bounds request bodies when Options.MaxBodyBytes is
@@ -311,6 +312,9 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		// bound to another call, self-approval…): what the approver needs
 		// to fix, and nothing of the server's internals.
 		writeError(w, newError(http.StatusForbidden, CodeApprovalInvalid, "approval token refused: "+ge.Detail))
+	case unavailable.Is(err):
+		w.Header().Set("Retry-After", unavailable.RetryAfter)
+		writeError(w, newError(http.StatusServiceUnavailable, codeUnavailable, "the journal is unavailable; retry shortly"))
 	default:
 		h.log.LogAttrs(r.Context(), slog.LevelError, "approval API", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("error", err.Error()))

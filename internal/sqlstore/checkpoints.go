@@ -26,7 +26,8 @@ func check(ctx context.Context, sessionID string) error {
 	return ctx.Err()
 }
 
-func (c checkpoints) Save(ctx context.Context, sessionID string, state *agent.State) error {
+func (c checkpoints) Save(ctx context.Context, sessionID string, state *agent.State) (err error) {
+	defer c.s.mark(&err)
 	if err := check(ctx, sessionID); err != nil {
 		return err
 	}
@@ -53,12 +54,13 @@ ON CONFLICT (session_id) DO UPDATE SET
 	return nil
 }
 
-func (c checkpoints) Load(ctx context.Context, sessionID string) (*agent.State, error) {
+func (c checkpoints) Load(ctx context.Context, sessionID string) (_ *agent.State, err error) {
+	defer c.s.mark(&err)
 	if err := check(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	var data string
-	err := c.s.db.QueryRowContext(ctx, `SELECT state FROM agent_checkpoints WHERE session_id = $1`, sessionID).Scan(&data)
+	err = c.s.db.QueryRowContext(ctx, `SELECT state FROM agent_checkpoints WHERE session_id = $1`, sessionID).Scan(&data)
 	if isNoRows(err) {
 		return nil, agent.ErrNoCheckpoint
 	}
@@ -72,7 +74,8 @@ func (c checkpoints) Load(ctx context.Context, sessionID string) (*agent.State, 
 	return state, nil
 }
 
-func (c checkpoints) LoadMetadata(ctx context.Context, sessionID string) (*agent.CheckpointMetadata, error) {
+func (c checkpoints) LoadMetadata(ctx context.Context, sessionID string) (_ *agent.CheckpointMetadata, err error) {
+	defer c.s.mark(&err)
 	if err := check(ctx, sessionID); err != nil {
 		return nil, err
 	}
@@ -80,7 +83,7 @@ func (c checkpoints) LoadMetadata(ctx context.Context, sessionID string) (*agent
 		m         = agent.CheckpointMetadata{SessionID: sessionID}
 		step, now int64
 	)
-	err := c.s.db.QueryRowContext(ctx, `SELECT checkpoint_id, agent_id, step, created_at FROM agent_checkpoints WHERE session_id = $1`,
+	err = c.s.db.QueryRowContext(ctx, `SELECT checkpoint_id, agent_id, step, created_at FROM agent_checkpoints WHERE session_id = $1`,
 		sessionID).Scan(&m.CheckpointID, &m.AgentID, &step, &now)
 	if isNoRows(err) {
 		return nil, agent.ErrNoCheckpoint
@@ -92,7 +95,8 @@ func (c checkpoints) LoadMetadata(ctx context.Context, sessionID string) (*agent
 	return &m, nil
 }
 
-func (c checkpoints) Delete(ctx context.Context, sessionID string) error {
+func (c checkpoints) Delete(ctx context.Context, sessionID string) (err error) {
+	defer c.s.mark(&err)
 	if err := check(ctx, sessionID); err != nil {
 		return err
 	}
@@ -109,7 +113,8 @@ func (c checkpoints) Delete(ctx context.Context, sessionID string) error {
 
 // List returns the sessions sorted bytewise (not in the database's
 // collation, which differs between SQLite and PostgreSQL).
-func (c checkpoints) List(ctx context.Context) ([]string, error) {
+func (c checkpoints) List(ctx context.Context) (_ []string, err error) {
+	defer c.s.mark(&err)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

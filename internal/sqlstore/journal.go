@@ -69,7 +69,8 @@ type journalAppend struct {
 // errJournalClosed is the error of a closed Journal value.
 var errJournalClosed = errors.New("sqlstore: journal closed")
 
-func (j *sqlJournal) Append(ctx context.Context, _ bool, recs ...*govern.Record) error {
+func (j *sqlJournal) Append(ctx context.Context, _ bool, recs ...*govern.Record) (err error) {
+	defer j.s.mark(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -355,6 +356,7 @@ func (j *sqlJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.
 			}
 			page, err := j.page(ctx, next)
 			if err != nil {
+				j.s.mark(&err)
 				yield(govern.Record{}, err)
 				return
 			}
@@ -419,7 +421,8 @@ func decodeRow(row journalRow) (govern.Record, error) {
 }
 
 // RunRecords implements govern.RunReader.
-func (j *sqlJournal) RunRecords(ctx context.Context, requestID string) ([]govern.Record, error) {
+func (j *sqlJournal) RunRecords(ctx context.Context, requestID string) (_ []govern.Record, err error) {
+	defer j.s.mark(&err)
 	if j.isClosed() {
 		return nil, errJournalClosed
 	}
@@ -460,9 +463,10 @@ type AuditCursor struct {
 }
 
 // Load returns the stored seq, 0 when none was stored.
-func (c *AuditCursor) Load(ctx context.Context) (uint64, error) {
+func (c *AuditCursor) Load(ctx context.Context) (_ uint64, err error) {
+	defer c.s.mark(&err)
 	var seq int64
-	err := c.s.db.QueryRowContext(ctx, `SELECT seq FROM governance_audit_cursors WHERE name = $1`, c.name).Scan(&seq)
+	err = c.s.db.QueryRowContext(ctx, `SELECT seq FROM governance_audit_cursors WHERE name = $1`, c.name).Scan(&seq)
 	if isNoRows(err) {
 		return 0, nil
 	}
@@ -473,7 +477,8 @@ func (c *AuditCursor) Load(ctx context.Context) (uint64, error) {
 }
 
 // Store stores seq durably.
-func (c *AuditCursor) Store(ctx context.Context, seq uint64) error {
+func (c *AuditCursor) Store(ctx context.Context, seq uint64) (err error) {
+	defer c.s.mark(&err)
 	unlock, err := c.s.lockWrites(ctx)
 	if err != nil {
 		return err

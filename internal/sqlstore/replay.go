@@ -32,7 +32,8 @@ type replayStore struct {
 // expired is left alone, and no row changed means a replay. The
 // statement is atomic in both databases, so of concurrent calls with one
 // pair exactly one changes a row.
-func (r *replayStore) Remember(ctx context.Context, from, id string, expires, now time.Time) error {
+func (r *replayStore) Remember(ctx context.Context, from, id string, expires, now time.Time) (err error) {
+	defer r.s.mark(&err)
 	unlock, err := r.s.lockWrites(ctx)
 	if err != nil {
 		return err

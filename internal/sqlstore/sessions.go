@@ -129,7 +129,8 @@ func newWrite(kind writeKind, s *workflow.Session) (*write, error) {
 		created: s.CreatedAt.UnixMilli(), updated: s.UpdatedAt.UnixMilli(), expires: nullMS(s.ExpiresAt)}, nil
 }
 
-func (ss sessions) Create(ctx context.Context, s *workflow.Session) error {
+func (ss sessions) Create(ctx context.Context, s *workflow.Session) (err error) {
+	defer ss.s.mark(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -140,7 +141,8 @@ func (ss sessions) Create(ctx context.Context, s *workflow.Session) error {
 	return ss.s.commits.submit(ctx, w)
 }
 
-func (ss sessions) Update(ctx context.Context, s *workflow.Session) error {
+func (ss sessions) Update(ctx context.Context, s *workflow.Session) (err error) {
+	defer ss.s.mark(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -154,7 +156,8 @@ func (ss sessions) Update(ctx context.Context, s *workflow.Session) error {
 	return ss.s.commits.submit(ctx, w)
 }
 
-func (ss sessions) Delete(ctx context.Context, id string) error {
+func (ss sessions) Delete(ctx context.Context, id string) (err error) {
+	defer ss.s.mark(&err)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -164,7 +167,8 @@ func (ss sessions) Delete(ctx context.Context, id string) error {
 	return ss.s.commits.submit(ctx, &write{kind: deleteSession, id: id})
 }
 
-func (ss sessions) Get(ctx context.Context, id string) (*workflow.Session, error) {
+func (ss sessions) Get(ctx context.Context, id string) (_ *workflow.Session, err error) {
+	defer ss.s.mark(&err)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -177,7 +181,7 @@ func (ss sessions) Get(ctx context.Context, id string) (*workflow.Session, error
 		expires          sql.NullInt64
 		sess             = workflow.Session{ID: id}
 	)
-	err := ss.s.queries.get.QueryRowContext(ctx, id).Scan(&sess.Workflow, &sess.Stage, &state, &sess.Version, &created, &updated, &expires)
+	err = ss.s.queries.get.QueryRowContext(ctx, id).Scan(&sess.Workflow, &sess.Stage, &state, &sess.Version, &created, &updated, &expires)
 	if isNoRows(err) {
 		return nil, notFound(id)
 	}
@@ -200,7 +204,8 @@ func (ss sessions) Get(ctx context.Context, id string) (*workflow.Session, error
 	return &sess, nil
 }
 
-func (ss sessions) DeleteExpired(ctx context.Context, now time.Time) (int, error) {
+func (ss sessions) DeleteExpired(ctx context.Context, now time.Time) (_ int, err error) {
+	defer ss.s.mark(&err)
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}

@@ -1,0 +1,96 @@
+package runs_test
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/unavailable"
+	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/scripted"
+	"github.com/agentry-dev/agentry/runs"
+)
+
+// errDown is what the SQL store answers when PostgreSQL is out of reach.
+var errDown = unavailable.Wrap(errors.New("dial tcp 127.0.0.1:5432: connection refused"))
+
+// switchJournal is a journal whose database goes away on demand.
+type switchJournal struct {
+	govern.Journal
+	down atomic.Bool
+}
+
+func (j *switchJournal) Append(ctx context.Context, sync bool, recs ...*govern.Record) error {
+	if j.down.Load() {
+		return errDown
+	}
+	return j.Journal.Append(ctx, sync, recs...)
+}
+
+func (j *switchJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.Record, error] {
+	if j.down.Load() {
+		return func(yield func(govern.Record, error) bool) { yield(govern.Record{}, errDown) }
+	}
+	return j.Journal.Records(ctx, from)
+}
+
+// While the journal cannot be reached, POST /v1/runs answers 503 with
+// Retry-After and no run ID — a run whose start was not journaled would
+// be 404 ever after — and so do the reads; once it is back, a run starts
+// and its ID is found.
+func TestStartWithTheJournalDown(t *testing.T) {
+	ctx := context.Background()
+	j := &switchJournal{Journal: govern.NewMemoryJournal()}
+	var svc *runs.Service
+	g, err := govern.New(ctx, &govern.Options{Journal: j, OnDecision: func(req govern.ApprovalRequest) { svc.OnDecision(req) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := scripted.NewFunc(func(context.Context, *llm.Request) (scripted.Step, error) { return scripted.Step{Text: "pong"}, nil })
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()},
+		Middleware: []agent.Middleware{g.Middleware(&govern.AgentOptions{Name: "echo"})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc, err = runs.New(ctx, &runs.Options{Governor: g, Agents: map[string]*agent.Agent{"echo": a}}); err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	srv := httptest.NewServer(svc.Handler())
+	defer srv.Close()
+
+	j.down.Store(true)
+	for _, req := range []struct{ method, path, body string }{
+		{"POST", "/v1/runs", `{"agent":"echo","input":"ping"}`},
+		{"GET", "/v1/runs", ""},
+	} {
+		r, _ := http.NewRequest(req.method, srv.URL+req.path, strings.NewReader(req.body))
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("%s %s with the journal down: %d, Retry-After %q", req.method, req.path, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+	}
+	if _, err := svc.Start(ctx, &runs.StartParams{Agent: "echo", Input: "ping"}); !unavailable.Is(err) {
+		t.Errorf("Start with the journal down: %v, want an unavailable error", err)
+	}
+
+	j.down.Store(false)
+	run, err := svc.Start(ctx, &runs.StartParams{Agent: "echo", Input: "ping"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := svc.Wait(ctx, run.RequestID); err != nil || got.RequestID != run.RequestID {
+		t.Errorf("the run started once the journal is back: %+v %v", got, err)
+	}
+}
