@@ -239,8 +239,10 @@ func TestOutage_PostgreSQLDown(t *testing.T) {
 			unavailable++
 		}
 	}
+	restored := ok.Load()
 	proxy.restore()
-	back := waitOK(ok.Load()+30, 60*time.Second)
+	back := waitOK(restored+1, 60*time.Second) // the first success: service is back
+	waitOK(restored+30, 60*time.Second)        // and stays
 	stop.Store(true)
 	wg.Wait()
 
