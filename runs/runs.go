@@ -299,10 +299,12 @@ type StartParams struct {
 }
 
 // Start starts a run of the named agent on the input, in the background,
-// and returns it as it is then: running, with its request ID (the run's
-// UAICP request_id, fixed before the run starts). It fails with
-// UnknownAgent for a name the service does not run, InvalidParams for an
-// empty input, Unavailable once the service is closed.
+// and returns it once the governor has journaled its start: running, with
+// its request ID (the run's UAICP request_id). It fails with UnknownAgent
+// for a name the service does not run, InvalidParams for an empty input,
+// Unavailable once the service is closed, and with the journal's error
+// when the start could not be journaled (the HTTP API answers 503 when
+// the store is out of reach): an ID it returns is always found.
 func (s *Service) Start(ctx context.Context, p *StartParams) (*Run, error) {
 	if p == nil || p.Input == "" {
 		return nil, newError(InvalidParams, "", "input is empty", nil)
