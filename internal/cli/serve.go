@@ -65,6 +65,9 @@ type serveFlags struct {
 	uampOAuthJWKS   string
 	uampClientCA    string
 	uampDID         string
+	// uampKey is the identity key file replicas share (else one under
+	// --data, made on the first start).
+	uampKey string
 }
 
 func serveCmd(e *env) *cobra.Command {
@@ -119,8 +122,9 @@ agents, whose manifests are under /agents/NAME/.well-known/) and DID
 document under /.well-known/. The listener serves every endpoint of --addr as well. Its
 certificate is --tls-cert/--tls-key, or a self-signed development
 certificate made under --data (tls/cert.pem, reused on restart: give it
-to clients as their CA). The server's identity key is
-<data>/uamp/identity.jwk. Envelopes are verified with the client keys of
+to clients as their CA). The server's identity key is --uamp-key (replicas
+serving one --uamp-did share it), else <data>/uamp/identity.jwk, made on
+the first start. Envelopes are verified with the client keys of
 --uamp-trust (a JWK or JWK set; default <data>/uamp/trusted.jwks when it
 exists); clients authenticate with a TLS client certificate, made with
 such a key (agentry uamp send does this) or issued by --uamp-client-ca,
@@ -183,6 +187,7 @@ a flag on the command line wins.`,
 	fl.StringVar(&f.uampOAuthJWKS, "uamp-oauth-jwks", "", "JWK set of --uamp-oauth-issuer's signing keys (EdDSA or ES256)")
 	fl.StringVar(&f.uampClientCA, "uamp-client-ca", "", "PEM CA certificates whose client certificates UAMP accepts (besides certificates made with a trusted key)")
 	fl.StringVar(&f.uampDID, "uamp-did", "", "the server's did:web (default did:web:<host>%3A<port> of the TLS listener)")
+	fl.StringVar(&f.uampKey, "uamp-key", "", "the server's UAMP identity key (a private JWK, agentry uamp keygen --out FILE); replicas serving one DID share it (default <data>/uamp/identity.jwk, made on the first start)")
 	return cmd
 }
 

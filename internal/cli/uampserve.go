@@ -66,7 +66,15 @@ func uampConfig(e *env, f *serveFlags, logger *slog.Logger, ln net.Listener) (*s
 	if err != nil {
 		return nil, err
 	}
-	identity, err := loadIdentity(filepath.Join(f.data, identityFile), did)
+	var identity *envelope.PrivateKey
+	if f.uampKey != "" { // replicas share one identity: the file must exist
+		if _, err := os.Stat(f.uampKey); err != nil {
+			return nil, usageError("--uamp-key: %v (make one with: agentry uamp keygen --out %s)", err, f.uampKey)
+		}
+		identity, err = loadIdentity(f.uampKey, did)
+	} else {
+		identity, err = loadIdentity(filepath.Join(f.data, identityFile), did)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("UAMP identity key: %w", err)
 	}

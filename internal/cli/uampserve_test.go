@@ -349,3 +349,43 @@ func TestServeUAMPServesEachAgent(t *testing.T) {
 		}
 	}
 }
+
+// Replicas serving one DID share one identity key: --uamp-key. Two
+// servers given the same key publish the same key in their DID
+// documents; a missing file is a usage error that says how to make one.
+func TestServeUAMPKeyShared(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "identity.jwk")
+	if code, _, errs := runCLI(t, "", "uamp", "keygen", "--kid", "key-7", "--out", key); code != 0 {
+		t.Fatalf("keygen: %s", errs)
+	}
+	docs := map[string]bool{}
+	for range 2 {
+		srv := serveInProcess(t, t.TempDir(), "--uamp-key", key, "--uamp-did", "did:web:agents.example")
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+		resp, err := hc.Get(srv.tlsURL + "/.well-known/did.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			VerificationMethod []struct {
+				ID           string
+				PublicKeyJwk struct{ X string }
+			}
+		}
+		json.NewDecoder(resp.Body).Decode(&doc)
+		resp.Body.Close()
+		if len(doc.VerificationMethod) != 1 || doc.VerificationMethod[0].ID != "did:web:agents.example#key-7" {
+			t.Fatalf("DID document %+v", doc)
+		}
+		docs[doc.VerificationMethod[0].PublicKeyJwk.X] = true
+		srv.stop()
+	}
+	if len(docs) != 1 {
+		t.Errorf("two servers with one --uamp-key published %d keys", len(docs))
+	}
+	code, _, errs := runCLI(t, "", "serve", "--addr", "127.0.0.1:0", "--tls-addr", "127.0.0.1:0", "--store", "memory:", "--data", t.TempDir(), "--uamp-key", filepath.Join(dir, "missing.jwk"))
+	if code != 2 || !strings.Contains(errs, "agentry uamp keygen --out") {
+		t.Errorf("a missing --uamp-key: exit %d: %s", code, errs)
+	}
+}
