@@ -166,3 +166,45 @@ func TestUAICP_4_3_ChildRunCannotWaitForApproval(t *testing.T) {
 	_, err = parent.Invoke(bg, highRisk("refund"), govern.Call{ID: "p1", Args: map[string]any{"order": "o-1"}}, notCalled(t))
 	approvalOf(t, g, err)
 }
+
+// Two governors on one journal, as two replicas on one store: a run the
+// first pauses, the second reads as paused; once the first resumes and
+// delivers it, the second reads it delivered — Attach reads the journal
+// again instead of keeping what it read, and keeps nothing it does not
+// execute.
+func TestAttachReadsWhatAnotherProcessDid(t *testing.T) {
+	opts := baseOpts(t, nil)
+	opts.Journal = govern.NewMemoryJournal()
+	a := newGov(t, opts)
+	opts.Node = "b"
+	b := newGov(t, opts)
+	run := start(t, a, govern.RunOptions{})
+	call := govern.Call{ID: "c1", Args: map[string]any{"order": "o-1"}}
+	_, err := run.Invoke(bg, highRisk("refund"), call, notCalled(t))
+	req := approvalOf(t, a, err)
+	if err := run.Pause(bg, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Attach(bg, run.RequestID()); err != nil || !r.Paused() {
+		t.Fatalf("b reads the run: paused=%v %v", r != nil && r.Paused(), err)
+	}
+	if _, err := a.Decide(bg, req.ID, govern.ApprovalInput{Approve: true, Token: sign(t, alice, claimsFor(alice, req))}); err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := a.Attach(bg, run.RequestID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := resumed.Resume(bg); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := a.Attach(bg, run.RequestID()); again != resumed {
+		t.Error("a's Attach does not return the run a executes")
+	}
+	invoke(t, resumed, highRisk("refund"), call, &tool{})
+	verifyPass(t, resumed, "refunded")
+	r, err := b.Attach(bg, run.RequestID())
+	if err != nil || r.Phase() != govern.Deliver {
+		t.Errorf("b reads the run after a delivered it: %v %v (approval %s)", r.Phase(), err, req.ID)
+	}
+}

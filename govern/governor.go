@@ -297,9 +297,12 @@ func (g *Governor) forget(r *Run) {
 	g.mu.Unlock()
 }
 
-// Attach returns the run with requestID: the live one of this process, or
-// one rebuilt from the journal (a paused run to resume after a restart).
-// A terminal run is returned too; its methods report ErrRunClosed.
+// Attach returns the run with requestID: the live one of this process
+// (executing here), or one rebuilt from the journal as it is now — a
+// paused run to resume after a restart, or a run another process moves
+// on. A rebuilt run is not kept: each Attach reads the journal again,
+// and Resume makes the run live here. A terminal run is returned too; its
+// methods report ErrRunClosed.
 func (g *Governor) Attach(ctx context.Context, requestID string) (*Run, error) {
 	g.mu.Lock()
 	r, ok := g.live[requestID]
@@ -314,19 +317,10 @@ func (g *Governor) Attach(ctx context.Context, requestID string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err = g.rebuild(recs)
-	if err != nil {
-		return nil, err
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if cur, ok := g.live[requestID]; ok { // attached concurrently
-		return cur, nil
-	}
-	if !r.phase.Terminal() {
-		g.live[requestID] = r
-	}
-	return r, nil
+	// A run rebuilt from the journal is not kept: this process does not
+	// execute it (Resume makes it live here), and another process may
+	// move it on, which the next Attach reads.
+	return g.rebuild(recs)
 }
 
 // RecoveryReport says what Recover did.

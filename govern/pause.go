@@ -103,6 +103,25 @@ func (r *Run) Pause(ctx context.Context, snapshot json.RawMessage) error {
 // a resumer redoes the waiting calls with the same call IDs, so that
 // Invoke replays those that committed instead of running them twice.
 func (r *Run) Resume(ctx context.Context) (json.RawMessage, error) {
+	// The run executes in this process from now on: it is the one Attach
+	// returns here (unless another Run value of it got there first).
+	g := r.g
+	g.mu.Lock()
+	cur, wasLive := g.live[r.requestID]
+	if wasLive && cur != r {
+		g.mu.Unlock()
+		return nil, fmt.Errorf("govern: run %s is already executing in this process", r.requestID)
+	}
+	g.live[r.requestID] = r
+	g.mu.Unlock()
+	snap, err := r.resume(ctx)
+	if err != nil && !wasLive {
+		g.forget(r)
+	}
+	return snap, err
+}
+
+func (r *Run) resume(ctx context.Context) (json.RawMessage, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
