@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -41,4 +44,44 @@ func TestUAIP_TwoServersOnePostgres(t *testing.T) {
 	}
 	a.stop(t)
 	b.stop(t)
+}
+
+// Two `agentry serve` replicas on one PostgreSQL answer GET /v1/runs/{id}
+// alike: a refund started on a pauses; b reports it paused; once it is
+// approved through a and delivered, b reports it delivered too (b keeps
+// no stale copy of a run it only read).
+func TestRuns_TwoServersOneAnswer(t *testing.T) {
+	base := os.Getenv("AGENTRY_TEST_POSTGRES")
+	if base == "" {
+		t.Skip("AGENTRY_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this test")
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := freshSchema(t, base, u.Host)
+	keys := filepath.Join(t.TempDir(), "keys")
+	if code, _, errs := runCLI(t, "keys", "create", "alice", "--dir", keys); code != 0 {
+		t.Fatalf("keys create: %s", errs)
+	}
+	a := startServer(t, "--store", store, "--data", t.TempDir(), "--approvers", filepath.Join(keys, "approvers.json"), "--node", "a", "--tls-addr", "")
+	b := startServer(t, "--store", store, "--data", t.TempDir(), "--approvers", filepath.Join(keys, "approvers.json"), "--node", "b", "--tls-addr", "")
+	code, body := postJSON(t, a.URL+"/v1/runs", `{"agent":"support","input":"refund o-1001","wait":true}`)
+	run := decodeRun(t, body)
+	if code != http.StatusOK || run.Status != "paused" || len(run.PendingApprovals) != 1 {
+		t.Fatalf("refund on a: %d %s", code, body)
+	}
+	if got := getRun(t, b.URL, run.RequestID); got.Status != "paused" {
+		t.Fatalf("b reports %+v, want paused", got)
+	}
+	if code, out, errs := runCLI(t, "approve", run.PendingApprovals[0], "--as", "alice", "--dir", keys, "--server", a.URL); code != 0 {
+		t.Fatalf("agentry approve: exit %d\n%s%s", code, out, errs)
+	}
+	done := waitRun(t, a.URL, run.RequestID)
+	if done.Status != "delivered" {
+		t.Fatalf("a reports %+v after the approval", done)
+	}
+	if got := getRun(t, b.URL, run.RequestID); got.Status != "delivered" || got.Output != done.Output {
+		t.Errorf("b reports %+v, a %+v", got, done)
+	}
 }
