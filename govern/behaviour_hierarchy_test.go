@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
@@ -206,5 +207,72 @@ func TestAttachReadsWhatAnotherProcessDid(t *testing.T) {
 	r, err := b.Attach(bg, run.RequestID())
 	if err != nil || r.Phase() != govern.Deliver {
 		t.Errorf("b reads the run after a delivered it: %v %v (approval %s)", r.Phase(), err, req.ID)
+	}
+}
+
+// TestUAICP_5_3_OneResumePerPause: two governors on one journal (two
+// replicas) resume the same decided pause at once: the journal takes one
+// run_resumed for that pause, the other Resume fails with ErrDuplicate
+// and the run is resumed once. A later pause of the run is resumed again.
+func TestUAICP_5_3_OneResumePerPause(t *testing.T) {
+	opts := baseOpts(t, nil)
+	opts.Journal = govern.NewMemoryJournal()
+	a := newGov(t, opts)
+	opts.Node = "b"
+	b := newGov(t, opts)
+	run := start(t, a, govern.RunOptions{})
+	// pauseDecided pauses r, executing on g, on a refund approved at once.
+	pauseDecided := func(g *govern.Governor, r *govern.Run, callID string) {
+		t.Helper()
+		_, err := r.Invoke(bg, highRisk("refund"), govern.Call{ID: callID, Args: map[string]any{"order": callID}}, notCalled(t))
+		req := approvalOf(t, g, err)
+		if err := r.Pause(bg, json.RawMessage(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Decide(bg, req.ID, govern.ApprovalInput{Approve: true, Token: sign(t, alice, claimsFor(alice, req))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pauseDecided(a, run, "c1")
+	ra, err := a.Attach(bg, run.RequestID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.Attach(bg, run.RequestID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, r := range []*govern.Run{ra, rb} {
+		wg.Go(func() { _, errs[i] = r.Resume(bg) })
+	}
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) || !errors.Is(errors.Join(errs...), govern.ErrDuplicate) {
+		t.Fatalf("two resumes of one pause: %v, %v; want one nil and one ErrDuplicate", errs[0], errs[1])
+	}
+	resumed := 0
+	for _, rec := range runRecords(t, opts.Journal, run.RequestID()) {
+		if rec.Kind == recordkind.Resumed {
+			resumed++
+		}
+	}
+	if resumed != 1 {
+		t.Errorf("%d run_resumed records, want 1", resumed)
+	}
+	// The winner goes on: the approved call runs, and a later pause is
+	// resumed once more.
+	winner, g := ra, a
+	if errs[0] != nil {
+		winner, g = rb, b
+	}
+	invoke(t, winner, highRisk("refund"), govern.Call{ID: "c1", Args: map[string]any{"order": "c1"}}, &tool{})
+	pauseDecided(g, winner, "c2")
+	again, err := a.Attach(bg, run.RequestID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Resume(bg); err != nil {
+		t.Errorf("resuming the second pause: %v", err)
 	}
 }

@@ -3,8 +3,10 @@ package govern
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/agentry-dev/agentry/internal/recordkind"
 )
@@ -89,6 +91,7 @@ func (r *Run) Pause(ctx context.Context, snapshot json.RawMessage) error {
 		return err
 	}
 	r.paused, r.detached, r.snapshot, r.pausedFor, r.outcomes = true, true, snapshot, pending, nil
+	r.pausedAt = rec.Seq
 	r.mu.Unlock()
 	r.g.forget(r)
 	return nil
@@ -121,6 +124,13 @@ func (r *Run) Resume(ctx context.Context) (json.RawMessage, error) {
 	return snap, err
 }
 
+// resumedKey is the journal Unique key of a run's resume from the pause
+// journaled at seq: a pause is resumed once, also by two processes (two
+// replicas) trying at the same time — the journal refuses the second.
+func resumedKey(requestID string, seq uint64) string {
+	return "resumed:" + requestID + ":" + strconv.FormatUint(seq, 10)
+}
+
 func (r *Run) resume(ctx context.Context) (json.RawMessage, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -136,7 +146,11 @@ func (r *Run) resume(ctx context.Context) (json.RawMessage, error) {
 		return nil, &Error{Reasons: []Reason{ApprovalRequired}, ApprovalID: p[0], Detail: fmt.Sprintf("%d approval(s) still pending", len(p))}
 	}
 	rec := r.record(recordkind.Resumed)
+	rec.Unique = resumedKey(r.requestID, r.pausedAt)
 	if err := r.appendData(ctx, false, rec, nil); err != nil {
+		if errors.Is(err, ErrDuplicate) {
+			return nil, fmt.Errorf("govern: run %s was resumed from this pause by another process: %w", r.requestID, err)
+		}
 		return nil, err
 	}
 	r.paused = false

@@ -130,7 +130,7 @@ func (r *Run) apply(rec Record) error {
 		if err := json.Unmarshal(rec.Data, &p); err != nil {
 			return err
 		}
-		r.paused, r.snapshot, r.pausedFor = true, p.Snapshot, p.Approvals
+		r.paused, r.snapshot, r.pausedFor, r.pausedAt = true, p.Snapshot, p.Approvals, rec.Seq
 		if !p.Recovered {
 			r.outcomes = nil // the calls of this pause have not run yet
 		}

@@ -169,6 +169,6 @@ func (r *Run) repause(ctx context.Context) error {
 	if err := r.appendData(ctx, true, rec, PauseData{Approvals: r.pausedFor, Snapshot: r.snapshot, Recovered: true}); err != nil {
 		return err
 	}
-	r.paused = true
+	r.paused, r.pausedAt = true, rec.Seq
 	return nil
 }

@@ -49,6 +49,7 @@ type Run struct {
 	cause     *Cause         // what made the run fail safe, when it came from outside (a model)
 	refused   []*RefusedCall // calls refused and not run since, in order (RefusedCalls)
 	paused    bool
+	pausedAt  uint64 // the journal seq of the last pause: one resume each (resumedKey)
 	snapshot  json.RawMessage
 	pausedFor []string          // the approvals the last pause waited for
 	outcomes  map[string]*Error // refused or failed calls since the last pause, by call ID

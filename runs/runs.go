@@ -441,6 +441,10 @@ func (s *Service) finish(id, name string, res *agent.Result, err error) {
 		s.log.Info("run delivered", "request_id", id, "agent", name)
 	case errors.Is(err, govern.ApprovalRequired):
 		s.log.Info("run paused for approval", "request_id", id, "agent", name)
+	case errors.Is(err, govern.ErrDuplicate):
+		// Another process (a replica) resumed this pause first: the
+		// journal took its resume, not ours; it goes on there.
+		s.log.Info("run resumed by another process", "request_id", id, "agent", name)
 	default:
 		s.log.Warn("run failed", "request_id", id, "agent", name, "reasons", govern.ReasonsOf(err), "error", err)
 	}
