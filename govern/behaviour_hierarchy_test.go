@@ -276,3 +276,35 @@ func TestUAICP_5_3_OneResumePerPause(t *testing.T) {
 		t.Errorf("resuming the second pause: %v", err)
 	}
 }
+
+// TestUAICP_4_1_OneEndPerRun: a run ends once in the journal, also when
+// two processes hold it: after a delivered it, b's stale copy cannot fail
+// it safe — the journal refuses a second terminal transition.
+func TestUAICP_4_1_OneEndPerRun(t *testing.T) {
+	opts := baseOpts(t, nil)
+	opts.Journal = govern.NewMemoryJournal()
+	a := newGov(t, opts)
+	opts.Node = "b"
+	b := newGov(t, opts)
+	run := start(t, a, govern.RunOptions{})
+	stale, err := b.Attach(bg, run.RequestID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifyPass(t, run, "done")
+	if _, err := stale.Fail(bg, "b thinks the run is lost", govern.InternalError); !errors.Is(err, govern.ErrDuplicate) {
+		t.Errorf("a second end: %v, want ErrDuplicate", err)
+	}
+	ends := 0
+	for _, rec := range runRecords(t, opts.Journal, run.RequestID()) {
+		if rec.Kind == recordkind.Transition && rec.To.Terminal() {
+			ends++
+		}
+	}
+	if ends != 1 {
+		t.Errorf("%d terminal transitions, want 1", ends)
+	}
+	if r, err := b.Attach(bg, run.RequestID()); err != nil || r.Phase() != govern.Deliver {
+		t.Errorf("b reads the run: %v %v, want deliver", r.Phase(), err)
+	}
+}

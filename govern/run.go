@@ -181,6 +181,11 @@ func (r *Run) transitionLocked(ctx context.Context, to Phase, sync bool, reasons
 	case FailSafe:
 		rec.Outcome = Uncertain
 	}
+	if to.Terminal() {
+		// A run ends once, also when two processes (replicas) both hold
+		// it: the journal refuses a second end (ErrDuplicate).
+		rec.Unique = "ended:" + r.requestID
+	}
 	var d any
 	if data != nil {
 		d = data
