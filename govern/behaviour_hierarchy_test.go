@@ -168,17 +168,24 @@ func TestUAICP_4_3_ChildRunCannotWaitForApproval(t *testing.T) {
 	approvalOf(t, g, err)
 }
 
+// replicas returns two governors on one journal, as two replicas on one
+// store (nodes "a" and "b").
+func replicas(t *testing.T) (a, b *govern.Governor, journal govern.Journal) {
+	t.Helper()
+	opts := baseOpts(t, nil)
+	opts.Journal, opts.Node = govern.NewMemoryJournal(), "a"
+	a = newGov(t, opts)
+	opts.Node = "b"
+	return a, newGov(t, opts), opts.Journal
+}
+
 // Two governors on one journal, as two replicas on one store: a run the
 // first pauses, the second reads as paused; once the first resumes and
 // delivers it, the second reads it delivered — Attach reads the journal
 // again instead of keeping what it read, and keeps nothing it does not
 // execute.
 func TestAttachReadsWhatAnotherProcessDid(t *testing.T) {
-	opts := baseOpts(t, nil)
-	opts.Journal = govern.NewMemoryJournal()
-	a := newGov(t, opts)
-	opts.Node = "b"
-	b := newGov(t, opts)
+	a, b, _ := replicas(t)
 	run := start(t, a, govern.RunOptions{})
 	call := govern.Call{ID: "c1", Args: map[string]any{"order": "o-1"}}
 	_, err := run.Invoke(bg, highRisk("refund"), call, notCalled(t))
@@ -215,11 +222,7 @@ func TestAttachReadsWhatAnotherProcessDid(t *testing.T) {
 // run_resumed for that pause, the other Resume fails with ErrDuplicate
 // and the run is resumed once. A later pause of the run is resumed again.
 func TestUAICP_5_3_OneResumePerPause(t *testing.T) {
-	opts := baseOpts(t, nil)
-	opts.Journal = govern.NewMemoryJournal()
-	a := newGov(t, opts)
-	opts.Node = "b"
-	b := newGov(t, opts)
+	a, b, journal := replicas(t)
 	run := start(t, a, govern.RunOptions{})
 	// pauseDecided pauses r, executing on g, on a refund approved at once.
 	pauseDecided := func(g *govern.Governor, r *govern.Run, callID string) {
@@ -252,7 +255,7 @@ func TestUAICP_5_3_OneResumePerPause(t *testing.T) {
 		t.Fatalf("two resumes of one pause: %v, %v; want one nil and one ErrDuplicate", errs[0], errs[1])
 	}
 	resumed := 0
-	for _, rec := range runRecords(t, opts.Journal, run.RequestID()) {
+	for _, rec := range runRecords(t, journal, run.RequestID()) {
 		if rec.Kind == recordkind.Resumed {
 			resumed++
 		}
@@ -281,11 +284,7 @@ func TestUAICP_5_3_OneResumePerPause(t *testing.T) {
 // two processes hold it: after a delivered it, b's stale copy cannot fail
 // it safe — the journal refuses a second terminal transition.
 func TestUAICP_4_1_OneEndPerRun(t *testing.T) {
-	opts := baseOpts(t, nil)
-	opts.Journal = govern.NewMemoryJournal()
-	a := newGov(t, opts)
-	opts.Node = "b"
-	b := newGov(t, opts)
+	a, b, journal := replicas(t)
 	run := start(t, a, govern.RunOptions{})
 	stale, err := b.Attach(bg, run.RequestID())
 	if err != nil {
@@ -296,7 +295,7 @@ func TestUAICP_4_1_OneEndPerRun(t *testing.T) {
 		t.Errorf("a second end: %v, want ErrDuplicate", err)
 	}
 	ends := 0
-	for _, rec := range runRecords(t, opts.Journal, run.RequestID()) {
+	for _, rec := range runRecords(t, journal, run.RequestID()) {
 		if rec.Kind == recordkind.Transition && rec.To.Terminal() {
 			ends++
 		}

@@ -2,44 +2,19 @@ package runs_test
 
 import (
 	"context"
-	"errors"
-	"iter"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/unavailable"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/runs"
 )
-
-// errDown is what the SQL store answers when PostgreSQL is out of reach.
-var errDown = unavailable.Wrap(errors.New("dial tcp 127.0.0.1:5432: connection refused"))
-
-// switchJournal is a journal whose database goes away on demand.
-type switchJournal struct {
-	govern.Journal
-	down atomic.Bool
-}
-
-func (j *switchJournal) Append(ctx context.Context, sync bool, recs ...*govern.Record) error {
-	if j.down.Load() {
-		return errDown
-	}
-	return j.Journal.Append(ctx, sync, recs...)
-}
-
-func (j *switchJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.Record, error] {
-	if j.down.Load() {
-		return func(yield func(govern.Record, error) bool) { yield(govern.Record{}, errDown) }
-	}
-	return j.Journal.Records(ctx, from)
-}
 
 // While the journal cannot be reached, POST /v1/runs answers 503 with
 // Retry-After and no run ID — a run whose start was not journaled would
@@ -47,7 +22,7 @@ func (j *switchJournal) Records(ctx context.Context, from uint64) iter.Seq2[gove
 // and its ID is found.
 func TestStartWithTheJournalDown(t *testing.T) {
 	ctx := context.Background()
-	j := &switchJournal{Journal: govern.NewMemoryJournal()}
+	j := &journalfixture.Outage{Journal: govern.NewMemoryJournal()}
 	var svc *runs.Service
 	g, err := govern.New(ctx, &govern.Options{Journal: j, OnDecision: func(req govern.ApprovalRequest) { svc.OnDecision(req) }})
 	if err != nil {
@@ -66,7 +41,7 @@ func TestStartWithTheJournalDown(t *testing.T) {
 	srv := httptest.NewServer(svc.Handler())
 	defer srv.Close()
 
-	j.down.Store(true)
+	j.Down.Store(true)
 	for _, req := range []struct{ method, path, body string }{
 		{"POST", "/v1/runs", `{"agent":"echo","input":"ping"}`},
 		{"GET", "/v1/runs", ""},
@@ -85,7 +60,7 @@ func TestStartWithTheJournalDown(t *testing.T) {
 		t.Errorf("Start with the journal down: %v, want an unavailable error", err)
 	}
 
-	j.down.Store(false)
+	j.Down.Store(false)
 	run, err := svc.Start(ctx, &runs.StartParams{Agent: "echo", Input: "ping"})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -19,8 +18,8 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/approvalapi"
 	"github.com/agentry-dev/agentry/internal/approverkey"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/recordkind"
-	"github.com/agentry-dev/agentry/internal/unavailable"
 )
 
 // fixture is a real governor (memory journal, alice trusted), one open
@@ -548,21 +547,17 @@ func TestClientAgainstForeignServer(t *testing.T) {
 	}
 }
 
-// errDown is what the SQL store answers when PostgreSQL is out of reach:
-// an error marked unavailable.
-var errDown = unavailable.Wrap(errors.New("dial tcp 127.0.0.1:5432: connection refused"))
-
 // While the journal cannot be reached the API answers 503 with
 // Retry-After and the code UNAVAILABLE, never 500.
 func TestHandlerJournalUnavailable(t *testing.T) {
-	j := &switchJournal{Journal: govern.NewMemoryJournal()}
+	j := &journalfixture.Outage{Journal: govern.NewMemoryJournal()}
 	g, err := govern.New(context.Background(), &govern.Options{Journal: j})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(approvalapi.NewHandler(g, &approvalapi.Options{}))
 	defer srv.Close()
-	j.down.Store(true)
+	j.Down.Store(true)
 	for _, path := range []string{"/v1/approvals", "/v1/approvals/a1"} {
 		resp, err := http.Get(srv.URL + path)
 		if err != nil {
@@ -574,25 +569,4 @@ func TestHandlerJournalUnavailable(t *testing.T) {
 			t.Errorf("GET %s with the journal down: %d %q %s", path, resp.StatusCode, resp.Header.Get("Retry-After"), b)
 		}
 	}
-}
-
-// switchJournal is a journal whose database goes away on demand: every
-// read and write then fails with errDown.
-type switchJournal struct {
-	govern.Journal
-	down atomic.Bool
-}
-
-func (j *switchJournal) Append(ctx context.Context, sync bool, recs ...*govern.Record) error {
-	if j.down.Load() {
-		return errDown
-	}
-	return j.Journal.Append(ctx, sync, recs...)
-}
-
-func (j *switchJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.Record, error] {
-	if j.down.Load() {
-		return func(yield func(govern.Record, error) bool) { yield(govern.Record{}, errDown) }
-	}
-	return j.Journal.Records(ctx, from)
 }
