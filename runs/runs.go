@@ -350,12 +350,14 @@ func (s *Service) Start(ctx context.Context, p *StartParams) (*Run, error) {
 	return &Run{RequestID: id, Agent: p.Agent, Status: Running}, nil
 }
 
-// exists reports whether the run's journal holds its start (a run that
-// failed before its first event may have journaled it all the same).
+// exists reports whether the journal holds the run's start (a run that
+// failed before its first event may have journaled it all the same). It
+// asks the governor, not Get: Get reports a run still executing here as
+// running before anything is journaled.
 func (s *Service) exists(id string) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.base), 5*time.Second)
 	defer cancel()
-	_, err := s.Get(ctx, id)
+	_, err := s.g.Attach(ctx, id)
 	return err == nil
 }
 

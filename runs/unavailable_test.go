@@ -69,3 +69,36 @@ func TestStartWithTheJournalDown(t *testing.T) {
 		t.Errorf("the run started once the journal is back: %+v %v", got, err)
 	}
 }
+
+// A run whose start cannot be journaled while the journal still answers
+// reads (the window in which the run still executes here) is refused
+// too: Start never answers an ID the journal does not hold.
+func TestStartWithTheJournalNotWriting(t *testing.T) {
+	ctx := context.Background()
+	j := &journalfixture.Outage{Journal: govern.NewMemoryJournal()}
+	g, err := govern.New(ctx, &govern.Options{Journal: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := scripted.NewFunc(func(context.Context, *llm.Request) (scripted.Step, error) { return scripted.Step{Text: "pong"}, nil })
+	a, err := agent.New(&agent.Options{LLMOptions: llm.LLMOptions{Model: model.Ref()},
+		Middleware: []agent.Middleware{g.Middleware(&govern.AgentOptions{Name: "echo"})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := runs.New(ctx, &runs.Options{Governor: g, Agents: map[string]*agent.Agent{"echo": a}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	j.WritesDown.Store(true)
+	for range 20 {
+		run, err := svc.Start(ctx, &runs.StartParams{Agent: "echo", Input: "ping"})
+		if err == nil {
+			t.Fatalf("Start answered run %s, whose start was never journaled", run.RequestID)
+		}
+		if !unavailable.Is(err) {
+			t.Errorf("Start: %v, want the journal's unavailability", err)
+		}
+	}
+}

@@ -15,15 +15,16 @@ import (
 var ErrDown = unavailable.Wrap(errors.New("dial tcp 127.0.0.1:5432: connection refused"))
 
 // Outage is a journal whose database goes away on demand: while Down,
-// every read and write fails with ErrDown.
+// every read and write fails with ErrDown; while WritesDown, only writes
+// do (a database that still answers reads).
 type Outage struct {
 	govern.Journal
-	Down atomic.Bool
+	Down, WritesDown atomic.Bool
 }
 
-// Append appends, unless the journal is down.
+// Append appends, unless the journal (or its writing) is down.
 func (j *Outage) Append(ctx context.Context, sync bool, recs ...*govern.Record) error {
-	if j.Down.Load() {
+	if j.Down.Load() || j.WritesDown.Load() {
 		return ErrDown
 	}
 	return j.Journal.Append(ctx, sync, recs...)
