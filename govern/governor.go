@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/ids"
@@ -39,10 +40,20 @@ type Options struct {
 	// Journal records everything; nil uses an in-memory journal, which
 	// does not survive the process.
 	Journal Journal
-	// Node names this governor instance in the records it writes; Recover
-	// closes only runs of its own node. Replicas sharing one journal need
-	// distinct, stable names; "" recovers every run.
+	// Node names this governor instance in the records it writes and,
+	// with leases, as the holder of the leases of the runs it executes.
+	// Without leases Recover closes only runs of its own node ("" closes
+	// every open run). Replicas sharing one journal need distinct names,
+	// stable across restarts so that a restarted replica takes its runs
+	// back at once.
 	Node string
+	// Lease is how long a run executing here stays this process's
+	// without a renewal, when Journal implements Leases (PostgreSQL does):
+	// the governor renews the leases of its runs every third of it, and
+	// another process sharing the journal recovers (Recover) a run whose
+	// lease expired. 0 leaves leases off: a run belongs to the node that
+	// started it, and only that node recovers it.
+	Lease time.Duration
 	// Policy decides writes; nil is AllowAll.
 	Policy Policy
 	// Keyring holds the trusted approver keys; nil trusts none.
@@ -80,8 +91,12 @@ type Governor struct {
 	verifiers map[string]Verifier
 	log       *slog.Logger
 
+	leases    Leases      // nil without leases
+	recovered atomic.Bool // Recover ran once: later ones reap expired leases only
+
 	mu   sync.Mutex
 	live map[string]*Run // runs of this process by request ID
+	idle chan struct{}   // the lease heartbeat runs until it is closed: no run is live
 
 	idx index
 }
@@ -98,6 +113,9 @@ func New(ctx context.Context, options *Options) (*Governor, error) {
 		classes: map[string]*TaskClass{}, verifiers: map[string]Verifier{}, log: opts.Logger, live: map[string]*Run{}}
 	if g.j == nil {
 		g.j = NewMemoryJournal()
+	}
+	if l, ok := g.j.(Leases); ok && opts.Lease > 0 {
+		g.leases = l
 	}
 	if g.policy == nil {
 		g.policy = AllowAll
@@ -257,6 +275,18 @@ func (g *Governor) Start(ctx context.Context, runOpts *RunOptions) (*Run, error)
 	}
 	g.live[r.requestID] = r
 	g.mu.Unlock()
+	if g.leased() {
+		epoch, err := g.leases.Claim(ctx, r.requestID, g.opts.Node, g.opts.Lease)
+		if err != nil {
+			g.forget(r)
+			if errors.Is(err, ErrLeased) || errors.Is(err, ErrRunClosed) {
+				return nil, fmt.Errorf("govern: a run with request_id %s exists", r.requestID)
+			}
+			return nil, err
+		}
+		r.epoch, r.renewed = epoch, time.Now()
+		g.makeLive(r)
+	}
 	if r.parent != nil {
 		if err := r.parent.reserveChild(r); err != nil {
 			g.forget(r)
@@ -293,6 +323,10 @@ func (g *Governor) forget(r *Run) {
 	g.mu.Lock()
 	if g.live[r.requestID] == r {
 		delete(g.live, r.requestID)
+	}
+	if len(g.live) == 0 && g.idle != nil {
+		close(g.idle) // the heartbeat stops
+		g.idle = nil
 	}
 	g.mu.Unlock()
 }
@@ -349,15 +383,34 @@ type RecoveryReport struct {
 // other open run is abandoned: its recorded writes without a completed
 // rollback — in-doubt intents and committed writes alike — are rolled
 // back in reverse order, and the run ends in fail_safe with
-// RecoveredInDoubt. Call it once at startup, before starting runs: it
-// treats every open run not live in this process as abandoned. It is
-// idempotent.
+// RecoveredInDoubt. It is idempotent.
+//
+// Without leases (Options.Lease), call it once at startup, before
+// starting runs: it treats every open run of its node not live in this
+// process as abandoned. With leases it recovers only runs whose lease it
+// claims — at its first call every open run not paused that no live
+// process holds, then runs whose holder let the lease expire — so call
+// it at startup and then periodically (every third of the lease), on
+// every replica: whichever claims a run first recovers it.
 func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
 	if err := g.refresh(ctx); err != nil {
 		return nil, err
 	}
 	rep := &RecoveryReport{}
-	for _, id := range g.idx.openRuns(g.opts.Node) {
+	candidates := g.idx.openRuns(g.opts.Node)
+	var epochs map[string]uint64
+	if g.leased() {
+		var err error
+		if epochs, err = g.claimable(ctx); err != nil {
+			return rep, err
+		}
+		candidates = candidates[:0]
+		for id := range epochs {
+			candidates = append(candidates, id)
+		}
+		slices.Sort(candidates)
+	}
+	for _, id := range candidates {
 		g.mu.Lock()
 		_, isLive := g.live[id]
 		g.mu.Unlock()
@@ -365,6 +418,11 @@ func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
 			continue
 		}
 		recs, err := g.runRecords(ctx, id)
+		if errors.Is(err, ErrUnknownRun) && epochs != nil {
+			// The lease of a start that never journaled: nothing to do.
+			_ = g.leases.Release(context.WithoutCancel(ctx), id, epochs[id])
+			continue
+		}
 		if err != nil {
 			return rep, err
 		}
@@ -372,10 +430,17 @@ func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
 		if err != nil {
 			return rep, err
 		}
+		if epochs != nil {
+			r.epoch, r.renewed = epochs[id], time.Now()
+			g.makeLive(r) // its lease is renewed while it is recovered
+			defer g.forget(r)
+		}
 		if r.phase.Terminal() {
 			continue
 		}
 		if r.paused {
+			// A resume claimed it and died before journaling the resume.
+			r.release(ctx)
 			rep.Paused = append(rep.Paused, id)
 			continue
 		}

@@ -117,6 +117,14 @@ func (x *index) apply(rec Record) {
 	}
 }
 
+// paused reports whether the open run requestID is paused.
+func (x *index) paused(requestID string) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	r, ok := x.runs[requestID]
+	return ok && r.paused
+}
+
 func (x *index) known(requestID string) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()

@@ -80,7 +80,11 @@ type Record struct {
 	TraceID       string     `json:"trace_id"`
 	ParentTraceID string     `json:"parent_trace_id,omitempty"`
 	// Node is the governor instance that wrote the record (Options.Node).
-	Node  string `json:"node,omitempty"`
+	Node string `json:"node,omitempty"`
+	// Epoch is the epoch of the run's lease its writer held (Leases);
+	// 0 without leases. A journal with leases refuses a record whose
+	// epoch is not the lease's newest.
+	Epoch uint64 `json:"epoch,omitempty"`
 	Actor Actor  `json:"actor"`
 	// From and To are set on transitions.
 	From Phase `json:"from,omitempty"`

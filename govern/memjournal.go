@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"strings"
 	"sync"
+	"time"
+
+	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
 // memoryJournal is NewMemoryJournal's journal.
@@ -12,6 +16,7 @@ type memoryJournal struct {
 	mu     sync.RWMutex
 	recs   []Record
 	unique map[string]bool
+	leases map[string]*memLease
 	closed bool
 }
 
@@ -20,7 +25,9 @@ type memoryJournal struct {
 // of a Governor without Options.Journal, and useful in tests.
 func NewMemoryJournal() Journal { return newMemoryJournal() }
 
-func newMemoryJournal() *memoryJournal { return &memoryJournal{unique: map[string]bool{}} }
+func newMemoryJournal() *memoryJournal {
+	return &memoryJournal{unique: map[string]bool{}, leases: map[string]*memLease{}}
+}
 
 // Append implements Journal; sync has no meaning in memory.
 func (j *memoryJournal) Append(ctx context.Context, _ bool, recs ...*Record) error {
@@ -39,6 +46,11 @@ func (j *memoryJournal) Append(ctx context.Context, _ bool, recs ...*Record) err
 		}
 		batch[r.Unique] = true
 	}
+	for _, r := range recs {
+		if l := j.leases[r.RequestID]; r.Epoch > 0 && (l == nil || l.state != leaseRunning || l.epoch != r.Epoch) {
+			return fmt.Errorf("govern: run %s at lease epoch %d: %w", r.RequestID, r.Epoch, ErrLeased)
+		}
+	}
 	var prev *Record
 	if n := len(j.recs); n > 0 {
 		prev = &j.recs[n-1]
@@ -54,6 +66,15 @@ func (j *memoryJournal) Append(ctx context.Context, _ bool, recs ...*Record) err
 	j.recs = append(j.recs, sealed...)
 	for k := range batch {
 		j.unique[k] = true
+	}
+	for _, r := range recs {
+		switch l := j.leases[r.RequestID]; {
+		case r.Epoch == 0 || l == nil:
+		case r.Kind == recordkind.Paused:
+			l.state = leaseReleased
+		case r.Kind == recordkind.Transition && r.To.Terminal():
+			l.state = leaseEnded
+		}
 	}
 	return nil
 }
@@ -93,5 +114,85 @@ func (j *memoryJournal) Close() error {
 	j.mu.Lock()
 	j.closed = true
 	j.mu.Unlock()
+	return nil
+}
+
+// The memory journal's leases (Leases), for governors sharing one
+// journal in one process — replicas in tests — on the process's clock
+// (a fake one inside testing/synctest).
+
+// Lease states.
+const (
+	leaseRunning = iota
+	leaseReleased
+	leaseEnded
+)
+
+type memLease struct {
+	owner   string
+	epoch   uint64
+	state   int
+	expires time.Time
+}
+
+// Claim implements Leases.
+func (j *memoryJournal) Claim(_ context.Context, key, owner string, ttl time.Duration) (uint64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	l := j.leases[key]
+	switch {
+	case l == nil:
+		j.leases[key] = &memLease{owner: owner, epoch: 1, expires: time.Now().Add(ttl)}
+		return 1, nil
+	case l.state == leaseEnded:
+		return 0, ErrRunClosed
+	case l.state == leaseRunning && l.owner != owner && time.Now().Before(l.expires):
+		return 0, fmt.Errorf("%w (%s)", ErrLeased, l.owner)
+	}
+	l.owner, l.epoch, l.state, l.expires = owner, l.epoch+1, leaseRunning, time.Now().Add(ttl)
+	return l.epoch, nil
+}
+
+// ClaimExpired implements Leases.
+func (j *memoryJournal) ClaimExpired(_ context.Context, owner string, ttl time.Duration, limit int) (map[string]uint64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := map[string]uint64{}
+	now := time.Now()
+	for key, l := range j.leases {
+		if len(out) >= limit {
+			break
+		}
+		if l.state == leaseRunning && !strings.HasPrefix(key, "node:") && now.After(l.expires) {
+			l.owner, l.epoch, l.expires = owner, l.epoch+1, now.Add(ttl)
+			out[key] = l.epoch
+		}
+	}
+	return out, nil
+}
+
+// Renew implements Leases.
+func (j *memoryJournal) Renew(_ context.Context, owner string, ttl time.Duration, held map[string]uint64) ([]string, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var lost []string
+	for key, epoch := range held {
+		l := j.leases[key]
+		if l == nil || l.state != leaseRunning || l.owner != owner || l.epoch != epoch {
+			lost = append(lost, key)
+			continue
+		}
+		l.expires = time.Now().Add(ttl)
+	}
+	return lost, nil
+}
+
+// Release implements Leases.
+func (j *memoryJournal) Release(_ context.Context, key string, epoch uint64) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if l := j.leases[key]; l != nil && l.state == leaseRunning && l.epoch == epoch {
+		l.state = leaseReleased
+	}
 	return nil
 }

@@ -121,6 +121,9 @@ func (r *Run) Resume(ctx context.Context) (json.RawMessage, error) {
 	if err != nil && !wasLive {
 		g.forget(r)
 	}
+	if err == nil {
+		g.makeLive(r) // renew its lease
+	}
 	return snap, err
 }
 
@@ -144,6 +147,9 @@ func (r *Run) resume(ctx context.Context) (json.RawMessage, error) {
 	}
 	if p := r.pendingApprovalsLocked(); len(p) > 0 {
 		return nil, &Error{Reasons: []Reason{ApprovalRequired}, ApprovalID: p[0], Detail: fmt.Sprintf("%d approval(s) still pending", len(p))}
+	}
+	if err := r.claimLocked(ctx); err != nil {
+		return nil, err
 	}
 	rec := r.record(recordkind.Resumed)
 	rec.Unique = resumedKey(r.requestID, r.pausedAt)

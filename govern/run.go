@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/internal/recordkind"
@@ -32,6 +33,9 @@ type Run struct {
 
 	mu        sync.Mutex
 	idle      *sync.Cond // broadcast when inflight drops or the run closes
+	epoch     uint64     // the epoch of the run's lease held here (Leases); 0: none
+	lost      bool       // the lease was lost: another process continues the run
+	renewed   time.Time  // when the lease was last claimed or renewed (by this process's clock)
 	phase     Phase
 	closing   bool
 	detached  bool // paused and released by this process: Attach again
@@ -129,7 +133,7 @@ func (r *Run) record(kind RecordKind) *Record {
 		a = Actor{ID: r.identity.AgentID, Kind: ActorAgent}
 	}
 	return &Record{Kind: kind, RequestID: r.requestID, TraceID: r.traceID, ParentTraceID: r.parentTraceID,
-		Node: r.g.opts.Node, Actor: a, Timestamp: Time{ids.Now()}, Outcome: Pending}
+		Node: r.g.opts.Node, Epoch: r.epoch, Actor: a, Timestamp: Time{ids.Now()}, Outcome: Pending}
 }
 
 // appendData journals rec with data as its Data, after the records
@@ -148,6 +152,9 @@ func (r *Run) appendData(ctx context.Context, sync bool, rec *Record, data any, 
 		if errors.Is(err, ErrDuplicate) {
 			return err
 		}
+		if errors.Is(err, ErrLeased) {
+			go r.fenced() // r.mu may be held here
+		}
 		return &Error{Reasons: []Reason{InternalError}, Detail: "journal append failed: " + err.Error(), Err: err}
 	}
 	return nil
@@ -158,6 +165,8 @@ func (r *Run) usableLocked() error {
 	switch {
 	case r.phase.Terminal():
 		return ErrRunClosed
+	case r.lost:
+		return fmt.Errorf("govern: run %s: %w", r.requestID, ErrLeased)
 	case r.detached:
 		return errors.New("govern: run is paused and released; Attach it to resume")
 	case r.closing:
@@ -678,6 +687,10 @@ func (r *Run) fail(ctx context.Context, detail string, cause *Cause, reasons ...
 	if r.phase.Terminal() {
 		r.mu.Unlock()
 		return res, ErrRunClosed
+	}
+	if err := r.claimLocked(ctx); err != nil { // a paused run, closed from here
+		r.mu.Unlock()
+		return res, err
 	}
 	r.closing = true
 	own := 0

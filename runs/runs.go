@@ -131,6 +131,14 @@ type Options struct {
 	// sends while a run is quiet, so that proxies keep the stream open;
 	// 0 is 15 s.
 	Heartbeat time.Duration
+	// Reap, with a Governor using leases (govern.Options.Lease), is how
+	// often the service recovers the runs other processes sharing the
+	// journal left behind — govern.Governor.Recover claims those whose
+	// lease expired — and resumes paused runs whose approvals were all
+	// decided with no process resuming them (ResumeDecided): a third of
+	// the lease is a good value. 0 never: recovery happens at startup
+	// only. Without leases it must be 0.
+	Reap time.Duration
 }
 
 // Service runs governed agents in the background. It is safe for
@@ -230,7 +238,43 @@ func New(ctx context.Context, opts *Options) (*Service, error) {
 		running: map[string]*execution{}, cancelling: map[string]int{}, hubs: map[string]*hub{}, changed: make(chan struct{})}
 	s.catalog.Store(cat)
 	s.idx.init()
+	if o.Reap > 0 {
+		go s.reap(base, o.Reap)
+	}
 	return s, nil
+}
+
+// reap recovers, every interval until ctx ends, what other processes
+// left behind (Options.Reap).
+func (s *Service) reap(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.reapOnce(ctx)
+	}
+}
+
+// reapOnce recovers the runs whose lease expired and resumes the decided
+// ones.
+func (s *Service) reapOnce(ctx context.Context) {
+	rep, err := s.g.Recover(ctx)
+	if err != nil {
+		s.log.Warn("runs: recovering runs of other processes", "error", err)
+	}
+	if rep != nil && len(rep.Closed) > 0 {
+		s.log.Warn("runs left by a process that stopped were closed", "runs", len(rep.Closed), "rolled_back", rep.RolledBack, "rollback_failures", rep.RollbackFailures)
+	}
+	if rep != nil && len(rep.Closed)+len(rep.Resumable) > 0 {
+		s.notify()
+	}
+	if err := s.ResumeDecided(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("runs: resuming decided runs", "error", err)
+	}
 }
 
 // Shutdown stops the service gracefully: it starts no more runs (nor
@@ -447,6 +491,10 @@ func (s *Service) finish(id, name string, res *agent.Result, err error) {
 		// Another process (a replica) resumed this pause first: the
 		// journal took its resume, not ours; it goes on there.
 		s.log.Info("run resumed by another process", "request_id", id, "agent", name)
+	case errors.Is(err, govern.ErrLeased):
+		// Another process holds the run's lease: it resumed the run, or
+		// took it over when this one stalled past its lease.
+		s.log.Warn("run continues in another process", "request_id", id, "agent", name)
 	default:
 		s.log.Warn("run failed", "request_id", id, "agent", name, "reasons", govern.ReasonsOf(err), "error", err)
 	}

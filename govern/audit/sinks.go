@@ -202,6 +202,9 @@ func (s slogSink) Export(ctx context.Context, recs []govern.Record) error {
 				rec.AddAttrs(slog.String(a.k, a.v))
 			}
 		}
+		if r.Epoch > 0 {
+			rec.AddAttrs(slog.Uint64("epoch", r.Epoch))
+		}
 		rec.AddAttrs(slog.String("hash", r.Hash))
 		if err := s.h.Handle(ctx, rec); err != nil {
 			return fmt.Errorf("audit: slog handler: record %d: %w", r.Seq, err)

@@ -81,6 +81,8 @@ var cases = []struct {
 	{"RecordsCancelled", testRecordsCancelled},
 	{"Closed", testClosed},
 	{"RunRecords", testRunRecords},
+	{"Leases", testLeases},
+	{"LeaseExpiry", testLeaseExpiry},
 }
 
 var durableCases = []struct {

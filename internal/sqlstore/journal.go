@@ -199,6 +199,11 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 	if err != nil {
 		return true, err
 	}
+	epochs, err := j.s.fence(ctx, tx, batch)
+	if err != nil {
+		return true, err
+	}
+	moves := map[string]string{}
 	var prev *govern.Record
 	if seq > 0 {
 		prev = &govern.Record{Seq: uint64(seq), Hash: hash}
@@ -206,6 +211,9 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 	var rows []any
 	for i, a := range batch {
 		if out[i] = checkTaken(a.recs, taken); out[i] != nil {
+			continue
+		}
+		if out[i] = checkFence(a.recs, epochs); out[i] != nil {
 			continue
 		}
 		var add []any
@@ -232,6 +240,7 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 		}
 		rows = append(rows, add...)
 		prev = p
+		leaseMoves(a.recs, moves)
 		for _, r := range a.recs {
 			if r.Unique != "" {
 				taken[r.Unique] = true
@@ -250,6 +259,9 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 			return true, fmt.Errorf("sqlstore: journal append: %w", err)
 		}
 		rows = rows[n:]
+	}
+	if err := j.s.moveLeases(ctx, tx, moves); err != nil {
+		return true, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE governance_journal_head SET seq = $1, hash = $2 WHERE id = 1`, int64(prev.Seq), prev.Hash); err != nil {
 		return true, fmt.Errorf("sqlstore: journal append: move the head: %w", err)

@@ -60,6 +60,14 @@ CREATE TABLE uamp_replay (
 	expires_at BIGINT NOT NULL,
 	PRIMARY KEY (sender, id)
 )`, `CREATE INDEX uamp_replay_expires_at ON uamp_replay (expires_at)`}},
+	{5, "run leases (UAICP-0.3 §4.2: one executor per run)", []string{`
+CREATE TABLE governance_leases (
+	lease_key  TEXT PRIMARY KEY,
+	owner      TEXT NOT NULL,
+	epoch      BIGINT NOT NULL,
+	state      TEXT NOT NULL,
+	expires_at BIGINT
+)`, `CREATE INDEX governance_leases_expiry ON governance_leases (state, expires_at)`}},
 }
 
 // migrationLockKey is the PostgreSQL advisory lock serializing migrations

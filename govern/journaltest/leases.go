@@ -1,0 +1,136 @@
+package journaltest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/journalfixture"
+	"github.com/agentry-dev/agentry/internal/recordkind"
+)
+
+// leasesOf returns j's Leases, skipping the test when it has none.
+func leasesOf(t *testing.T, j govern.Journal) govern.Leases {
+	t.Helper()
+	l, ok := j.(govern.Leases)
+	if !ok {
+		t.Skip("the journal has no leases")
+	}
+	return l
+}
+
+// leased returns a record of run id at epoch.
+func leased(kind govern.RecordKind, id string, epoch uint64) *govern.Record {
+	r := journalfixture.Record(kind, id, `{}`)
+	r.Epoch = epoch
+	return r
+}
+
+func wantLeased(t *testing.T, err error, what string) {
+	t.Helper()
+	if !errors.Is(err, govern.ErrLeased) {
+		t.Errorf("%s: %v, want ErrLeased", what, err)
+	}
+}
+
+// testLeases: a lease has one holder at a time; the journal takes a
+// run's records only at its newest epoch; a pause releases the lease, a
+// terminal transition ends it.
+func testLeases(t *testing.T, j govern.Journal) {
+	l := leasesOf(t, j)
+	ctx := t.Context()
+	const id = "00000000-0000-4000-8000-00000000000a"
+	claim := func(owner string) (uint64, error) { return l.Claim(ctx, id, owner, time.Hour) }
+	if e, err := claim("a"); err != nil || e != 1 {
+		t.Fatalf("first claim: epoch %d, %v; want 1", e, err)
+	}
+	appendT(t, j, true, leased(recordkind.RunStarted, id, 1))
+	_, err := claim("b")
+	wantLeased(t, err, "a claim of a lease another holds")
+	if e, err := claim("a"); err != nil || e != 2 {
+		t.Fatalf("the holder claims again (a restart): epoch %d, %v; want 2", e, err)
+	}
+	wantLeased(t, j.Append(ctx, true, leased(recordkind.Transition, id, 1)), "a record of an old epoch")
+	appendT(t, j, true, leased(recordkind.Transition, id, 2))
+	appendT(t, j, true, journalfixture.Record(recordkind.ApprovalDecided, id, `{}`)) // no epoch: not the run's own
+	if lost, err := l.Renew(ctx, "a", time.Hour, map[string]uint64{id: 2}); err != nil || len(lost) > 0 {
+		t.Errorf("renewing a held lease: lost %v, %v", lost, err)
+	}
+	if lost, err := l.Renew(ctx, "a", time.Hour, map[string]uint64{id: 1}); err != nil || !slices.Equal(lost, []string{id}) {
+		t.Errorf("renewing an old epoch: lost %v, %v; want [%s]", lost, err, id)
+	}
+	// A pause releases the lease: anyone claims it at once.
+	appendT(t, j, true, leased(recordkind.Paused, id, 2))
+	if e, err := claim("b"); err != nil || e != 3 {
+		t.Fatalf("claiming a paused run: epoch %d, %v; want 3", e, err)
+	}
+	wantLeased(t, j.Append(ctx, true, leased(recordkind.Resumed, id, 2)), "a resume at the epoch the pause released")
+	if lost, _ := l.Renew(ctx, "a", time.Hour, map[string]uint64{id: 2}); !slices.Equal(lost, []string{id}) {
+		t.Errorf("the old holder renews: lost %v, want [%s]", lost, id)
+	}
+	appendT(t, j, true, leased(recordkind.Resumed, id, 3))
+	// A terminal transition ends it: no one claims it again.
+	end := leased(recordkind.Transition, id, 3)
+	end.From, end.To = govern.Verify, govern.Deliver
+	appendT(t, j, true, end)
+	if _, err := claim("b"); !errors.Is(err, govern.ErrRunClosed) {
+		t.Errorf("claiming an ended run: %v, want ErrRunClosed", err)
+	}
+	// Release gives a lease up at its epoch only.
+	const id2 = "00000000-0000-4000-8000-00000000000b"
+	e, err := l.Claim(ctx, id2, "a", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, id2, e+1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Claim(ctx, id2, "b", time.Hour)
+	wantLeased(t, err, "a claim after a release at another epoch")
+	if err := l.Release(ctx, id2, e); err != nil {
+		t.Fatal(err)
+	}
+	if e2, err := l.Claim(ctx, id2, "b", time.Hour); err != nil || e2 != e+1 {
+		t.Errorf("a claim after the release: epoch %d, %v; want %d", e2, err, e+1)
+	}
+}
+
+// testLeaseExpiry: a lease its holder does not renew expires, by the
+// store's clock; ClaimExpired hands it to another owner at a new epoch,
+// and the old holder's renewal and records are refused. Node leases are
+// not runs: ClaimExpired leaves them.
+func testLeaseExpiry(t *testing.T, j govern.Journal) {
+	l := leasesOf(t, j)
+	ctx := t.Context()
+	const id = "00000000-0000-4000-8000-00000000000c"
+	if _, err := l.Claim(ctx, "node:n1", "x", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	e, err := l.Claim(ctx, id, "a", time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendT(t, j, true, leased(recordkind.RunStarted, id, e))
+	var got map[string]uint64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if got, err = l.ClaimExpired(ctx, "b", time.Hour, 10); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) > 0 {
+			break
+		}
+	}
+	if len(got) != 1 || got[id] != e+1 {
+		t.Fatalf("ClaimExpired: %v, want {%s: %d}", got, id, e+1)
+	}
+	if again, err := l.ClaimExpired(ctx, "c", time.Hour, 10); err != nil || len(again) > 0 {
+		t.Errorf("claiming the held lease again: %v %v", again, err)
+	}
+	if lost, _ := l.Renew(ctx, "a", time.Hour, map[string]uint64{id: e}); !slices.Equal(lost, []string{id}) {
+		t.Errorf("the expired holder renews: lost %v, want [%s]", lost, id)
+	}
+	wantLeased(t, j.Append(ctx, true, leased(recordkind.Transition, id, e)), "a record of the expired holder")
+	appendT(t, j, true, leased(recordkind.Transition, id, e+1))
+}

@@ -1,0 +1,304 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
+)
+
+// Leases (govern.Leases) are rows of governance_leases: lease_key (a
+// run's request ID, or "node:" and a node name), owner, epoch, state —
+// running (held until expires_at), released (claimable), ended (a run
+// that ended: never claimed again) — and expires_at in Unix milliseconds
+// of the database's clock: no process's clock decides who holds a lease.
+
+// Lease states.
+const (
+	leaseRunning  = "running"
+	leaseReleased = "released"
+	leaseEnded    = "ended"
+)
+
+// nodeLeasePrefix starts the keys of node leases, which ClaimExpired
+// leaves alone.
+const nodeLeasePrefix = "node:"
+
+// nowMS is the database's clock in Unix milliseconds, as SQL.
+func (s *Store) nowMS() string {
+	if s.dialect == postgres {
+		return `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT`
+	}
+	return `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
+}
+
+func ttlMS(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
+
+// Claim implements govern.Leases.
+func (j *sqlJournal) Claim(ctx context.Context, key, owner string, ttl time.Duration) (_ uint64, err error) {
+	s := j.s
+	defer s.mark(&err)
+	unlock, err := s.lockWrites(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	for range 2 { // a lease created meanwhile is claimed (or found held) on the second try
+		var epoch int64
+		err := s.db.QueryRowContext(ctx, `
+UPDATE governance_leases SET owner = $2, epoch = epoch + 1, state = 'running', expires_at = `+s.nowMS()+` + $3
+WHERE lease_key = $1 AND state <> 'ended' AND (state = 'released' OR owner = $2 OR expires_at < `+s.nowMS()+`)
+RETURNING epoch`, key, owner, ttlMS(ttl)).Scan(&epoch)
+		if err == nil {
+			return uint64(epoch), nil
+		}
+		if !isNoRows(err) {
+			return 0, fmt.Errorf("sqlstore: claim lease %s: %w", key, err)
+		}
+		var state, holder string
+		err = s.db.QueryRowContext(ctx, `SELECT state, owner FROM governance_leases WHERE lease_key = $1`, key).Scan(&state, &holder)
+		switch {
+		case err == nil && state == leaseEnded:
+			return 0, govern.ErrRunClosed
+		case err == nil:
+			return 0, fmt.Errorf("%w (%s)", govern.ErrLeased, holder)
+		case !isNoRows(err):
+			return 0, fmt.Errorf("sqlstore: claim lease %s: %w", key, err)
+		}
+		res, err := s.db.ExecContext(ctx, `
+INSERT INTO governance_leases (lease_key, owner, epoch, state, expires_at) VALUES ($1, $2, 1, 'running', `+s.nowMS()+` + $3)
+ON CONFLICT (lease_key) DO NOTHING`, key, owner, ttlMS(ttl))
+		if err != nil {
+			return 0, fmt.Errorf("sqlstore: claim lease %s: %w", key, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return 1, nil
+		}
+	}
+	return 0, fmt.Errorf("%w (claimed concurrently)", govern.ErrLeased)
+}
+
+// ClaimExpired implements govern.Leases.
+func (j *sqlJournal) ClaimExpired(ctx context.Context, owner string, ttl time.Duration, limit int) (_ map[string]uint64, err error) {
+	s := j.s
+	defer s.mark(&err)
+	if limit <= 0 {
+		return nil, nil
+	}
+	unlock, err := s.lockWrites(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	pick := `SELECT lease_key FROM governance_leases WHERE state = 'running' AND expires_at < ` + s.nowMS() +
+		` AND lease_key NOT LIKE 'node:%' ORDER BY expires_at LIMIT ` + strconv.Itoa(limit)
+	if s.dialect == postgres {
+		pick += ` FOR UPDATE SKIP LOCKED` // replicas reaping at once share the work
+	}
+	rows, err := s.db.QueryContext(ctx, `
+UPDATE governance_leases SET owner = $1, epoch = epoch + 1, expires_at = `+s.nowMS()+` + $2
+WHERE lease_key IN (`+pick+`) AND state = 'running' AND expires_at < `+s.nowMS()+`
+RETURNING lease_key, epoch`, owner, ttlMS(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: claim expired leases: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]uint64{}
+	for rows.Next() {
+		var (
+			key   string
+			epoch int64
+		)
+		if err := rows.Scan(&key, &epoch); err != nil {
+			return nil, fmt.Errorf("sqlstore: claim expired leases: %w", err)
+		}
+		out[key] = uint64(epoch)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: claim expired leases: %w", err)
+	}
+	return out, nil
+}
+
+// Renew implements govern.Leases.
+func (j *sqlJournal) Renew(ctx context.Context, owner string, ttl time.Duration, held map[string]uint64) (_ []string, err error) {
+	s := j.s
+	defer s.mark(&err)
+	if len(held) == 0 {
+		return nil, nil
+	}
+	unlock, err := s.lockWrites(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	keys := make([]any, 0, len(held))
+	for k := range held {
+		keys = append(keys, k)
+	}
+	renewed := map[string]bool{}
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		var q strings.Builder
+		q.WriteString(`UPDATE governance_leases SET expires_at = ` + s.nowMS() + ` + $2 WHERE owner = $1 AND state = 'running' AND lease_key IN (`)
+		for i := range n {
+			if i > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteString("$" + strconv.Itoa(i+3))
+		}
+		q.WriteString(`) RETURNING lease_key, epoch`)
+		args := append([]any{owner, ttlMS(ttl)}, keys[:n]...)
+		if err := func() error {
+			rows, err := s.db.QueryContext(ctx, q.String(), args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var (
+					key   string
+					epoch int64
+				)
+				if err := rows.Scan(&key, &epoch); err != nil {
+					return err
+				}
+				// A lease of this owner at a newer epoch is another
+				// claim's (a restart of this node): not ours to renew,
+				// but harmless to have extended — its holder renews it.
+				renewed[key] = uint64(epoch) == held[key]
+			}
+			return rows.Err()
+		}(); err != nil {
+			return nil, fmt.Errorf("sqlstore: renew leases: %w", err)
+		}
+		keys = keys[n:]
+	}
+	var lost []string
+	for k := range held {
+		if !renewed[k] {
+			lost = append(lost, k)
+		}
+	}
+	return lost, nil
+}
+
+// Release implements govern.Leases.
+func (j *sqlJournal) Release(ctx context.Context, key string, epoch uint64) (err error) {
+	s := j.s
+	defer s.mark(&err)
+	unlock, err := s.lockWrites(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := s.db.ExecContext(ctx, `UPDATE governance_leases SET state = 'released', expires_at = NULL WHERE lease_key = $1 AND epoch = $2 AND state = 'running'`,
+		key, int64(epoch)); err != nil {
+		return fmt.Errorf("sqlstore: release lease %s: %w", key, err)
+	}
+	return nil
+}
+
+// fence checks, inside an append's transaction, that the records of the
+// batch carrying an epoch carry their run's newest: it returns the
+// epochs of the leases by request ID (locked FOR SHARE on PostgreSQL, so
+// that no claim moves them until the commit). A lease that does not
+// exist has epoch 0.
+func (s *Store) fence(ctx context.Context, tx *sql.Tx, batch []*journalAppend) (map[string]int64, error) {
+	var keys []any
+	seen := map[string]bool{}
+	for _, a := range batch {
+		for _, r := range a.recs {
+			if r.Epoch > 0 && !seen[r.RequestID] {
+				seen[r.RequestID] = true
+				keys = append(keys, r.RequestID)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	epochs := map[string]int64{}
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		var q strings.Builder
+		q.WriteString(`SELECT lease_key, epoch, state FROM governance_leases WHERE lease_key IN (`)
+		for i := range n {
+			if i > 0 {
+				q.WriteByte(',')
+			}
+			q.WriteString("$" + strconv.Itoa(i+1))
+		}
+		q.WriteByte(')')
+		if s.dialect == postgres {
+			q.WriteString(` FOR SHARE`)
+		}
+		if err := func() error {
+			rows, err := tx.QueryContext(ctx, q.String(), keys[:n]...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var (
+					key, state string
+					epoch      int64
+				)
+				if err := rows.Scan(&key, &epoch, &state); err != nil {
+					return err
+				}
+				if state == leaseRunning {
+					epochs[key] = epoch
+				}
+			}
+			return rows.Err()
+		}(); err != nil {
+			return nil, fmt.Errorf("sqlstore: journal append: leases: %w", err)
+		}
+		keys = keys[n:]
+	}
+	return epochs, nil
+}
+
+// checkFence refuses records whose epoch is not their running lease's.
+func checkFence(recs []*govern.Record, epochs map[string]int64) error {
+	for _, r := range recs {
+		if r.Epoch > 0 && epochs[r.RequestID] != int64(r.Epoch) {
+			return fmt.Errorf("sqlstore: journal: run %s at lease epoch %d: %w", r.RequestID, r.Epoch, govern.ErrLeased)
+		}
+	}
+	return nil
+}
+
+// leaseMoves returns the lease changes the appended records make: a
+// pause releases the run's lease, a terminal transition ends it.
+func leaseMoves(recs []*govern.Record, moves map[string]string) {
+	for _, r := range recs {
+		if r.Epoch == 0 {
+			continue
+		}
+		switch {
+		case r.Kind == recordkind.Paused:
+			moves[r.RequestID] = leaseReleased
+		case r.Kind == recordkind.Transition && r.To.Terminal():
+			moves[r.RequestID] = leaseEnded
+		}
+	}
+}
+
+// moveLeases applies moves in the append's transaction.
+func (s *Store) moveLeases(ctx context.Context, tx *sql.Tx, moves map[string]string) error {
+	for key, state := range moves {
+		if _, err := tx.ExecContext(ctx, `UPDATE governance_leases SET state = $2, expires_at = NULL WHERE lease_key = $1`, key, state); err != nil {
+			return fmt.Errorf("sqlstore: journal append: lease of %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+var _ govern.Leases = (*sqlJournal)(nil)
