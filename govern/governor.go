@@ -42,8 +42,8 @@ type Options struct {
 	Journal Journal
 	// Node names this governor instance in the records it writes and,
 	// with leases, as the holder of the leases of the runs it executes.
-	// Without leases Recover closes only runs of its own node ("" closes
-	// every open run). Replicas sharing one journal need distinct names,
+	// Without leases Recover closes only runs of its own node and runs
+	// journaled without one ("" closes every open run). Replicas sharing one journal need distinct names,
 	// stable across restarts so that a restarted replica takes its runs
 	// back at once.
 	Node string

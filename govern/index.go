@@ -132,8 +132,8 @@ func (x *index) known(requestID string) bool {
 	return ok
 }
 
-// openRuns returns the request IDs of non-terminal runs of node ("" is
-// every node), oldest first.
+// openRuns returns the request IDs of non-terminal runs of node and of
+// no node ("" is every node), oldest first.
 func (x *index) openRuns(node string) []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -143,7 +143,7 @@ func (x *index) openRuns(node string) []string {
 	}
 	var items []item
 	for id, r := range x.runs {
-		if node == "" || r.node == node {
+		if node == "" || r.node == node || r.node == "" {
 			items = append(items, item{id, r.order})
 		}
 	}

@@ -155,10 +155,11 @@ func TestUAICP_4_ARestartedNodeTakesItsRunsBackAtOnce(t *testing.T) {
 		}
 		// The dead process's Run, were it to wake, can do nothing: its
 		// heartbeat gives it up once a lease passed without a renewal.
-		time.Sleep(testLease)
+		time.Sleep(testLease + testLease/3) // past the heartbeat that finds a whole lease without a renewal
 		if _, err := run.Invoke(bg, lowRisk("note"), govern.Call{ID: "c2", Args: map[string]any{}}, notCalled(t)); !errors.Is(err, govern.ErrLeased) {
 			t.Errorf("the old process invokes a call: %v, want ErrLeased", err)
 		}
+		synctest.Wait()
 		if r, _ := a.Attach(bg, run.RequestID()); r == run {
 			t.Error("the old process still holds the run it lost")
 		}

@@ -51,6 +51,12 @@ type Config struct {
 	// nil is govern.Options' zero value. Its Journal defaults to the
 	// Store's and its Logger to Logger; its OnDecision, if set, is called
 	// after the server's own (which resumes the decided run).
+	//
+	// With a Lease and a store whose journal has leases (govern.Leases:
+	// SQLite, PostgreSQL), the server holds its Node name by a lease too
+	// — a second live process with the same name fails in New — and
+	// every third of the lease recovers the runs of replicas that died
+	// and resumes decided runs nobody resumed (runs.Options.Reap).
 	Governance *govern.Options
 	// Audit exports the governance journal to sinks, each resuming where
 	// it stopped (its position is kept in the Store under its Name).

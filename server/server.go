@@ -211,6 +211,13 @@ func (s *Server) startGovernance(ctx context.Context) error {
 		return fmt.Errorf("governance: %w", err)
 	}
 	s.gov = g
+	var reap time.Duration
+	if l, ok := gopts.Journal.(govern.Leases); ok && gopts.Lease > 0 {
+		if err := s.claimNode(ctx, l, gopts.Node, gopts.Lease); err != nil {
+			return fmt.Errorf("governance: %w", err)
+		}
+		reap = gopts.Lease / 3
+	}
 	rep, err := g.Recover(ctx)
 	if err != nil {
 		return fmt.Errorf("governance: recovering the journal: %w", err)
@@ -228,7 +235,7 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	// The agents' resources (MCP servers…) are released after the runs
 	// stop: Shutdown runs closers last first.
 	s.closers = append(s.closers, s.closeAgents)
-	svc, err = runs.New(s.bg, &runs.Options{Governor: g, Agents: cat.Agents, Descriptions: cat.Descriptions, Timeouts: cat.Timeouts, Results: s.st.Checkpoints(), Logger: s.log})
+	svc, err = runs.New(s.bg, &runs.Options{Governor: g, Agents: cat.Agents, Descriptions: cat.Descriptions, Timeouts: cat.Timeouts, Results: s.st.Checkpoints(), Logger: s.log, Reap: reap})
 	if err != nil {
 		return err
 	}

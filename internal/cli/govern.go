@@ -1,11 +1,16 @@
 package cli
 
 import (
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentry-dev/agentry/agentfile"
 	"github.com/agentry-dev/agentry/govern"
@@ -36,8 +41,14 @@ func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Def
 		}
 	}
 	ledger := builtin.NewLedger()
+	node := f.node
+	if node == "" {
+		if node, err = defaultNode(f.data); err != nil {
+			return nil, err
+		}
+	}
 	cfg.Governance = &govern.Options{
-		Node: f.node, Policy: policy, Keyring: keys,
+		Node: node, Lease: f.runLease, Policy: policy, Keyring: keys,
 		Rollbacks: map[string]govern.RollbackFunc{builtin.RefundReversal: ledger.RollbackHandler()},
 	}
 	opts := &agentfile.Options{Builtins: builtinTools(ledger), WorkflowToken: f.token, LookupEnv: agentEnv(f)}
@@ -82,4 +93,33 @@ func loadApprovers(f *serveFlags, logger *slog.Logger) (*govern.Keyring, string,
 		return nil, "", fmt.Errorf("approvers: %w", err)
 	}
 	return k, path, nil
+}
+
+// defaultNode returns the node name kept in <data>/node, made ("node-"
+// and 8 random hex digits) on the first start: stable across restarts,
+// so that a restarted replica takes its runs back at once, and distinct
+// for replicas with distinct --data.
+func defaultNode(data string) (string, error) {
+	path := filepath.Join(data, "node")
+	if b, err := os.ReadFile(path); err == nil {
+		name := strings.TrimSpace(string(b))
+		if name == "" || strings.ContainsAny(name, " \t\r\n/") || len(name) > 128 {
+			return "", fmt.Errorf("%s: not a node name (%q); delete it to make a new one", path, name)
+		}
+		return name, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	name := "node-" + hex.EncodeToString(b[:])
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, []byte(name+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	return name, nil
 }

@@ -45,6 +45,7 @@ type serveFlags struct {
 	approvers  string
 	policy     string
 	node       string
+	runLease   time.Duration
 	// agents is a directory of agent files (agentfile); "" serves the
 	// example support and echo agents (examples/agents.Defaults).
 	agents string
@@ -174,7 +175,8 @@ a flag on the command line wins.`,
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fl.StringVar(&f.approvers, "approvers", "", "keyring of trusted approver keys (default: <data>/keys/approvers.json when it exists)")
 	fl.StringVar(&f.policy, "policy", "", "YAML rule policy for governed tool calls (default: allow; tiers still apply)")
-	fl.StringVar(&f.node, "node", "", "this replica's stable name in the audit journal (replicas sharing a PostgreSQL store need distinct names)")
+	fl.StringVar(&f.node, "node", "", "this replica's name in the audit journal and on the leases of its runs; two live replicas with one name are refused (default: a name made once and kept in <data>/node)")
+	fl.DurationVar(&f.runLease, "run-lease", 30*time.Second, "a run executing on this replica is recovered by another replica sharing the store when the replica has not renewed the run's lease (renewed every third) for this long; 0: leases off, a run is recovered only by its own node's restart")
 	fl.StringVar(&f.auditLog, "audit-log", "", "also export every audit journal record to this JSONL file (asynchronously; resumes where it stopped)")
 	fl.StringVar(&f.agents, "agents", "", "a directory of agent files (docs/agents.md) to serve (default: the example support and echo agents of examples/agents)")
 	fl.StringVar(&f.agentModel, "agent-model", "", "provider:model of the support agent: sets SUPPORT_MODEL for the agent files (default: its offline model, scripted:support)")

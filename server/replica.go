@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentry-dev/agentry/govern"
+)
+
+// A replica's node name is held, like a run, by a lease ("node:" and the
+// name) in the journal's store, renewed every third of the run lease:
+// two live processes with one name would each claim the other's runs as
+// their own at startup, so the second is refused.
+
+// nodeOwner names this process as the holder of its node lease: host,
+// pid and a start time, so that a process restarted on the same host can
+// tell its dead predecessor's lease from a live one.
+func nodeOwner() string {
+	host, _ := os.Hostname()
+	return host + "/" + strconv.Itoa(os.Getpid()) + "/" + strconv.FormatInt(time.Now().UnixNano(), 36)
+}
+
+// claimNode claims the node name's lease for this process, or fails when
+// a live process holds it. A holder on this host whose process is gone
+// (killed) is taken over at once; elsewhere its lease must expire.
+func (s *Server) claimNode(ctx context.Context, l govern.Leases, node string, lease time.Duration) error {
+	key := "node:" + node
+	owner := nodeOwner()
+	epoch, err := l.Claim(ctx, key, owner, lease)
+	if errors.Is(err, govern.ErrLeased) {
+		holder := leaseHolder(err)
+		if !deadHere(holder) {
+			return fmt.Errorf("node name %q is in use by a live process (%s): give each replica its own --node (or --data, where the default name is kept)", node, holder)
+		}
+		owner = holder // its process is gone: take its lease as its own
+		epoch, err = l.Claim(ctx, key, owner, lease)
+	}
+	if err != nil {
+		return fmt.Errorf("claiming node name %q: %w", node, err)
+	}
+	s.bgWG.Go(func() { s.holdNode(l, key, owner, epoch, lease) })
+	return nil
+}
+
+// holdNode renews the node lease until the server stops, then releases
+// it so that a restart takes the name back at once.
+func (s *Server) holdNode(l govern.Leases, key, owner string, epoch uint64, lease time.Duration) {
+	t := time.NewTicker(lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.bg.Done():
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = l.Release(ctx, key, epoch)
+			cancel()
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.bg, lease/3)
+		lost, err := l.Renew(ctx, owner, lease, map[string]uint64{key: epoch})
+		cancel()
+		switch {
+		case err != nil && s.bg.Err() == nil:
+			s.log.Warn("renewing this replica's node name", "error", err)
+		case len(lost) > 0:
+			s.log.Error("another process took this replica's node name: two replicas run under one --node", "node", strings.TrimPrefix(key, "node:"))
+		}
+	}
+}
+
+// leaseHolder returns the holder an ErrLeased from Claim names ("… (holder)").
+func leaseHolder(err error) string {
+	msg := err.Error()
+	i, j := strings.LastIndexByte(msg, '('), strings.LastIndexByte(msg, ')')
+	if i < 0 || j < i {
+		return ""
+	}
+	return msg[i+1 : j]
+}
+
+// deadHere reports whether holder (nodeOwner's form) is a process of
+// this host that no longer runs.
+func deadHere(holder string) bool {
+	parts := strings.Split(holder, "/")
+	host, _ := os.Hostname()
+	if len(parts) != 3 || parts[0] != host {
+		return false
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	if pid == os.Getpid() {
+		return false // this process: another Server in it holds the name
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
