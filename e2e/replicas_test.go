@@ -1,0 +1,374 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/recordkind"
+)
+
+// sideEffects is the webhook receiver of the replicas test: it counts
+// each tool's calls by the governed run (the body's session_id) and
+// takes its time, so that kills land while a call is in flight.
+type sideEffects struct {
+	srv   *http.Server
+	url   string
+	mu    sync.Mutex
+	calls map[string]int // "request_id tool" → calls
+}
+
+func newSideEffects(t *testing.T) *sideEffects {
+	s := &sideEffects{calls: map[string]int{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /{tool}", func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			SessionID string `json:"session_id"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.SessionID == "" {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		s.calls[body.SessionID+" "+r.PathValue("tool")]++
+		s.mu.Unlock()
+		time.Sleep(400 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"result": {"ok": true}}`)
+	})
+	srv := &http.Server{Handler: mux}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	s.srv, s.url = srv, "http://"+ln.Addr().String()
+	return s
+}
+
+func (s *sideEffects) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[key]
+}
+
+// replicaSet is N `agentry serve` processes on one PostgreSQL schema.
+type replicaSet struct {
+	t                   *testing.T
+	store, agents, keys string
+	lease               string
+	mu                  sync.Mutex
+	live                []*server // nil: killed
+	generation          int
+}
+
+func (rs *replicaSet) start(i int, sameNode bool) {
+	rs.t.Helper()
+	rs.generation++
+	node := fmt.Sprintf("n%d", i)
+	if !sameNode {
+		node = fmt.Sprintf("n%d-g%d", i, rs.generation)
+	}
+	srv := startServer(rs.t, "--store", rs.store, "--data", rs.t.TempDir(), "--node", node, "--run-lease", rs.lease,
+		"--agents", rs.agents, "--approvers", filepath.Join(rs.keys, "approvers.json"), "--tls-addr", "")
+	rs.mu.Lock()
+	rs.live[i] = srv
+	rs.mu.Unlock()
+}
+
+// any returns a live replica.
+func (rs *replicaSet) any() *server {
+	_, s := rs.pick()
+	return s
+}
+
+// pick returns a live replica and its index.
+func (rs *replicaSet) pick() (int, *server) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	var up []int
+	for i, s := range rs.live {
+		if s != nil {
+			up = append(up, i)
+		}
+	}
+	i := up[rand.IntN(len(up))]
+	return i, rs.live[i]
+}
+
+// TestUAICP_4_RunsSurviveReplicaKills: three replicas on one PostgreSQL
+// run 36 governed runs — a side-effecting call each, and for a third of
+// them a high-risk refund that pauses for a human — while the test kills
+// (SIGKILL) a random replica every second or so, restarting it under its
+// own name or a new one: while runs execute, are paused, wait between a
+// decision and its resume, or have a call in flight. Every run ends;
+// no run ends twice or resumes one pause twice; every side-effecting
+// call reached the webhook at most once; the journal's chain verifies;
+// and every replica answers GET /v1/runs/{id} alike.
+func TestUAICP_4_RunsSurviveReplicaKills(t *testing.T) {
+	base := os.Getenv("AGENTRY_TEST_POSTGRES")
+	if base == "" {
+		t.Skip("AGENTRY_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this test")
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		lease = 3 * time.Second
+		runs  = 36
+	)
+	model := newFakeChat(t)
+	hooks := newSideEffects(t)
+	agents := t.TempDir()
+	if err := os.WriteFile(filepath.Join(agents, "support.yaml"), []byte(`description: support on webhooks
+model: compat:fake
+tools:
+  - webhook: {name: lookup_order, url: "${HOOKS}/lookup", risk: write_low_risk, rollback: {url: "${HOOKS}/unlookup"}}
+  - webhook: {name: refund_order, url: "${HOOKS}/refund", risk: write_high_risk, rollback: {url: "${HOOKS}/unrefund"}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOOKS", hooks.url)
+	t.Setenv("COMPAT_BASE_URL", model.srv.URL+"/v1")
+	keys := filepath.Join(t.TempDir(), "keys")
+	if code, _, errs := runCLI(t, "keys", "create", "alice", "--dir", keys); code != 0 {
+		t.Fatalf("keys create: %s", errs)
+	}
+	rs := &replicaSet{t: t, store: freshSchema(t, base, u.Host), agents: agents, keys: keys, lease: lease.String(), live: make([]*server, 3)}
+	for i := range rs.live {
+		rs.start(i, true)
+	}
+
+	// Runs start one every 250 ms on a random replica; every second or
+	// so the replica that took the latest run — it executes there — is
+	// killed (SIGKILL) and restarted, half the time under a new node name
+	// so that only another replica can recover its runs. Meanwhile the
+	// test approves what waits for a human.
+	var (
+		idsMu   sync.Mutex
+		ids     []string
+		latest  = -1
+		started = make(chan struct{})
+	)
+	ctx, stop := context.WithCancel(context.Background())
+	var chaos sync.WaitGroup
+	chaos.Go(func() {
+		defer close(started)
+		for i := range runs {
+			input := fmt.Sprintf("status of o-%d", 1000+i)
+			if i%3 == 0 {
+				input = fmt.Sprintf("refund o-%d", 1000+i)
+			}
+			for {
+				at, srv := rs.pick()
+				code, body := postJSON(t, srv.URL+"/v1/runs", `{"agent":"support","input":"`+input+`"}`)
+				var r struct {
+					RequestID string `json:"request_id"`
+				}
+				if code == http.StatusAccepted && json.Unmarshal(body, &r) == nil && r.RequestID != "" {
+					idsMu.Lock()
+					ids, latest = append(ids, r.RequestID), at
+					idsMu.Unlock()
+					break
+				}
+				time.Sleep(50 * time.Millisecond) // the replica died under the request: another one
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	})
+	chaos.Go(func() {
+		for kills := 0; ; kills++ {
+			select {
+			case <-started:
+				return
+			case <-time.After(time.Duration(700+rand.IntN(600)) * time.Millisecond):
+			}
+			idsMu.Lock()
+			i := latest
+			idsMu.Unlock()
+			if i < 0 {
+				continue
+			}
+			rs.mu.Lock()
+			victim := rs.live[i]
+			rs.live[i] = nil
+			rs.mu.Unlock()
+			victim.kill(t)
+			rs.start(i, kills%2 == 0)
+		}
+	})
+	lastKill := func() time.Time { chaos.Wait(); return time.Now() }
+	_ = ctx
+	approve := func() {
+		srv := rs.any()
+		resp, err := http.Get(srv.URL + "/v1/approvals")
+		if err != nil {
+			return
+		}
+		var list struct {
+			Approvals []struct {
+				ID string `json:"approval_id"`
+			} `json:"approvals"`
+		}
+		json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		for _, a := range list.Approvals {
+			runCLI(t, "approve", a.ID, "--as", "alice", "--dir", keys, "--server", srv.URL) // a killed server fails it: tried again
+		}
+	}
+	settled := func() (open []string) {
+		idsMu.Lock()
+		defer idsMu.Unlock()
+		for _, id := range ids {
+			resp, err := http.Get(rs.any().URL + "/v1/runs/" + id)
+			if err != nil {
+				return append(open, id)
+			}
+			var r runView
+			json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+			if r.Status != "delivered" && r.Status != "fail_safe" {
+				open = append(open, id)
+			}
+		}
+		return open
+	}
+	for {
+		select {
+		case <-started:
+		default:
+			approve()
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		break
+	}
+	stop()
+	killedAt := lastKill()
+	// After the last kill, what is still open ends within 2× the lease
+	// (plus the approvals the test gives).
+	for time.Since(killedAt) < 2*lease+5*time.Second && len(settled()) > 0 {
+		approve()
+		time.Sleep(200 * time.Millisecond)
+	}
+	if open := settled(); len(open) > 0 {
+		t.Fatalf("%d runs did not end within 2× the lease after the last kill: %v", len(open), open)
+	}
+
+	// The journal: one end per run, one resume per pause, a chain that
+	// verifies.
+	db, err := sql.Open("pgx", rs.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT record FROM governance_journal ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v govern.ChainVerifier
+	byRun := map[string][]govern.Record{}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := journal.DecodeRecord([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Next(rec); err != nil {
+			t.Fatalf("the chain: %v", err)
+		}
+		byRun[rec.RequestID] = append(byRun[rec.RequestID], rec)
+	}
+	rows.Close()
+	delivered, failed, moved := 0, 0, 0
+	for _, id := range ids {
+		ends, resumes := 0, 0
+		nodes := map[string]bool{}
+		for _, rec := range byRun[id] {
+			if rec.Epoch > 0 {
+				nodes[rec.Node] = true
+			}
+			switch {
+			case rec.Kind == recordkind.Transition && rec.To.Terminal():
+				ends++
+				if rec.To == govern.Deliver {
+					delivered++
+				} else {
+					failed++
+				}
+			case rec.Kind == recordkind.Paused:
+				resumes = 0
+			case rec.Kind == recordkind.Resumed:
+				if resumes++; resumes > 1 {
+					t.Errorf("run %s resumed one pause twice", id)
+				}
+			}
+		}
+		if ends != 1 {
+			t.Errorf("run %s: %d terminal transitions, want 1", id, ends)
+		}
+		if len(nodes) > 1 {
+			moved++
+		}
+		for _, tool := range []string{"lookup", "refund"} {
+			if n := hooks.count(id + " " + tool); n > 1 {
+				t.Errorf("run %s: %s reached the webhook %d times", id, tool, n)
+			}
+		}
+	}
+	if code, out, errs := runCLI(t, "audit", "verify", "--store", rs.store); code != 0 {
+		t.Errorf("agentry audit verify: exit %d\n%s%s", code, out, errs)
+	}
+
+	// One answer everywhere.
+	for _, id := range ids {
+		var first string
+		rs.mu.Lock()
+		live := slicesOf(rs.live)
+		rs.mu.Unlock()
+		for _, srv := range live {
+			got := getRun(t, srv.URL, id)
+			got.RequestID = id
+			b, _ := json.Marshal(got)
+			if first == "" {
+				first = string(b)
+			} else if string(b) != first {
+				t.Errorf("run %s: replicas disagree:\n%s\n%s", id, first, b)
+			}
+		}
+	}
+	t.Logf("%d runs: %d delivered, %d failed safe, %d moved between replicas; %d journal records", len(ids), delivered, failed, moved, v.Count())
+	if moved == 0 {
+		t.Error("no run moved between replicas: the kills tested nothing")
+	}
+	if delivered == 0 {
+		t.Error("no run delivered: the chaos left nothing to check")
+	}
+}
+
+func slicesOf(ss []*server) []*server {
+	var out []*server
+	for _, s := range ss {
+		if s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
