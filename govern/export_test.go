@@ -80,3 +80,6 @@ type ChildData = childData
 type RollbackData = rollbackData
 
 var HashJSON = hashJSON
+
+// Leases is the journal lease interface, for tests.
+type Leases = leaser

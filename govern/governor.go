@@ -48,7 +48,14 @@ type Options struct {
 	// back at once.
 	Node string
 	// Lease is how long a run executing here stays this process's
-	// without a renewal, when Journal implements Leases (PostgreSQL does):
+	// without a renewal, when Journal keeps leases (the SQLite and
+	// PostgreSQL stores' journals do; a Journal of your own does with
+	// the methods Claim(ctx, key, owner string, ttl time.Duration)
+	// (uint64, error), ClaimExpired(ctx, owner string, ttl time.Duration,
+	// limit int) (map[string]uint64, error), Renew(ctx, owner string, ttl
+	// time.Duration, held map[string]uint64) ([]string, error) and
+	// Release(ctx, key string, epoch uint64) error, as documented in
+	// govern/lease.go, and records' Epoch fencing):
 	// the governor renews the leases of its runs every third of it, and
 	// another process sharing the journal recovers (Recover) a run whose
 	// lease expired. 0 leaves leases off: a run belongs to the node that
@@ -91,7 +98,7 @@ type Governor struct {
 	verifiers map[string]Verifier
 	log       *slog.Logger
 
-	leases    Leases      // nil without leases
+	leases    leaser      // nil without leases
 	recovered atomic.Bool // Recover ran once: later ones reap expired leases only
 
 	mu   sync.Mutex
@@ -114,7 +121,7 @@ func New(ctx context.Context, options *Options) (*Governor, error) {
 	if g.j == nil {
 		g.j = NewMemoryJournal()
 	}
-	if l, ok := g.j.(Leases); ok && opts.Lease > 0 {
+	if l, ok := g.j.(leaser); ok && opts.Lease > 0 {
 		g.leases = l
 	}
 	if g.policy == nil {

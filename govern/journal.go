@@ -81,7 +81,7 @@ type Record struct {
 	ParentTraceID string     `json:"parent_trace_id,omitempty"`
 	// Node is the governor instance that wrote the record (Options.Node).
 	Node string `json:"node,omitempty"`
-	// Epoch is the epoch of the run's lease its writer held (Leases);
+	// Epoch is the epoch of the run's lease its writer held (Options.Lease);
 	// 0 without leases. A journal with leases refuses a record whose
 	// epoch is not the lease's newest.
 	Epoch uint64 `json:"epoch,omitempty"`

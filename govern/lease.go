@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Leases is an optional interface of a Journal that several processes
+// leaser is an optional interface of a Journal that several processes
 // share (replicas of a server on one PostgreSQL database). A run that
 // executes has one owner: the holder of its lease, a row keyed by the
 // run's request ID with an owner, an epoch and an expiry kept by the
@@ -22,7 +22,7 @@ import (
 // it starts, resumes or recovers it, renews the leases of the runs it
 // executes every third of the lease, and Recover claims the runs whose
 // lease expired — their owner died — to recover them.
-type Leases interface {
+type leaser interface {
 	// Claim makes owner the holder of key's lease for ttl and returns the
 	// lease's new epoch. It succeeds when the lease does not exist (it
 	// is created at epoch 1), is released, has expired, or is owner's
@@ -43,6 +43,6 @@ type Leases interface {
 }
 
 // ErrLeased: another process holds the run's lease — it executes the run
-// (Leases) — or this process lost it: the journal refuses records of an
+// (Options.Lease) — or this process lost it: the journal refuses records of an
 // epoch that is not the lease's newest.
 var ErrLeased = errors.New("govern: the run is leased by another process")

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Leasing: see Leases. The governor holds the lease of every run it
+// Leasing: see leaser. The governor holds the lease of every run it
 // executes (live, with an epoch) and renews them all together every
 // third of Options.Lease, in a goroutine that runs while it has any.
 

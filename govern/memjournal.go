@@ -117,7 +117,7 @@ func (j *memoryJournal) Close() error {
 	return nil
 }
 
-// The memory journal's leases (Leases), for governors sharing one
+// The memory journal's leases (Options.Lease), for governors sharing one
 // journal in one process — replicas in tests — on the process's clock
 // (a fake one inside testing/synctest).
 
@@ -135,7 +135,7 @@ type memLease struct {
 	expires time.Time
 }
 
-// Claim implements Leases.
+// Claim implements leaser.
 func (j *memoryJournal) Claim(_ context.Context, key, owner string, ttl time.Duration) (uint64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -153,7 +153,7 @@ func (j *memoryJournal) Claim(_ context.Context, key, owner string, ttl time.Dur
 	return l.epoch, nil
 }
 
-// ClaimExpired implements Leases.
+// ClaimExpired implements leaser.
 func (j *memoryJournal) ClaimExpired(_ context.Context, owner string, ttl time.Duration, limit int) (map[string]uint64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -171,7 +171,7 @@ func (j *memoryJournal) ClaimExpired(_ context.Context, owner string, ttl time.D
 	return out, nil
 }
 
-// Renew implements Leases.
+// Renew implements leaser.
 func (j *memoryJournal) Renew(_ context.Context, owner string, ttl time.Duration, held map[string]uint64) ([]string, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -187,7 +187,7 @@ func (j *memoryJournal) Renew(_ context.Context, owner string, ttl time.Duration
 	return lost, nil
 }
 
-// Release implements Leases.
+// Release implements leaser.
 func (j *memoryJournal) Release(_ context.Context, key string, epoch uint64) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()

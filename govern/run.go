@@ -33,7 +33,7 @@ type Run struct {
 
 	mu        sync.Mutex
 	idle      *sync.Cond // broadcast when inflight drops or the run closes
-	epoch     uint64     // the epoch of the run's lease held here (Leases); 0: none
+	epoch     uint64     // the epoch of the run's lease held here (Options.Lease); 0: none
 	lost      bool       // the lease was lost: another process continues the run
 	renewed   time.Time  // when the lease was last claimed or renewed (by this process's clock)
 	phase     Phase

@@ -52,8 +52,8 @@ type Config struct {
 	// Store's and its Logger to Logger; its OnDecision, if set, is called
 	// after the server's own (which resumes the decided run).
 	//
-	// With a Lease and a store whose journal has leases (govern.Leases:
-	// SQLite, PostgreSQL), the server holds its Node name by a lease too
+	// With a Lease and a store whose journal has leases (SQLite,
+	// PostgreSQL), the server holds its Node name by a lease too
 	// — a second live process with the same name fails in New — and
 	// every third of the lease recovers the runs of replicas that died
 	// and resumes decided runs nobody resumed (runs.Options.Reap).

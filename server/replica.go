@@ -18,6 +18,15 @@ import (
 // two live processes with one name would each claim the other's runs as
 // their own at startup, so the second is refused.
 
+// leases is the lease interface of the journals that keep them (the
+// governor's, documented at govern.Options.Lease).
+type leases interface {
+	Claim(ctx context.Context, key, owner string, ttl time.Duration) (uint64, error)
+	ClaimExpired(ctx context.Context, owner string, ttl time.Duration, limit int) (map[string]uint64, error)
+	Renew(ctx context.Context, owner string, ttl time.Duration, held map[string]uint64) ([]string, error)
+	Release(ctx context.Context, key string, epoch uint64) error
+}
+
 // nodeOwner names this process as the holder of its node lease: host,
 // pid and a start time, so that a process restarted on the same host can
 // tell its dead predecessor's lease from a live one.
@@ -29,7 +38,7 @@ func nodeOwner() string {
 // claimNode claims the node name's lease for this process, or fails when
 // a live process holds it. A holder on this host whose process is gone
 // (killed) is taken over at once; elsewhere its lease must expire.
-func (s *Server) claimNode(ctx context.Context, l govern.Leases, node string, lease time.Duration) error {
+func (s *Server) claimNode(ctx context.Context, l leases, node string, lease time.Duration) error {
 	key := "node:" + node
 	owner := nodeOwner()
 	epoch, err := l.Claim(ctx, key, owner, lease)
@@ -50,7 +59,7 @@ func (s *Server) claimNode(ctx context.Context, l govern.Leases, node string, le
 
 // holdNode renews the node lease until the server stops, then releases
 // it so that a restart takes the name back at once.
-func (s *Server) holdNode(l govern.Leases, key, owner string, epoch uint64, lease time.Duration) {
+func (s *Server) holdNode(l leases, key, owner string, epoch uint64, lease time.Duration) {
 	t := time.NewTicker(lease / 3)
 	defer t.Stop()
 	for {

@@ -212,7 +212,7 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	}
 	s.gov = g
 	var reap time.Duration
-	if l, ok := gopts.Journal.(govern.Leases); ok && gopts.Lease > 0 {
+	if l, ok := gopts.Journal.(leases); ok && gopts.Lease > 0 {
 		if err := s.claimNode(ctx, l, gopts.Node, gopts.Lease); err != nil {
 			return fmt.Errorf("governance: %w", err)
 		}

@@ -54,9 +54,9 @@ import (
 // ./agentry-data.
 const defaultURL = "sqlite://./agentry-data/agentry.db"
 
-// ErrUnknownScheme is returned by Open for a URL whose scheme names no
+// errUnknownScheme is the error of Open for a URL whose scheme names no
 // backend.
-var ErrUnknownScheme = errors.New("store: unknown URL scheme")
+var errUnknownScheme = errors.New("store: unknown URL scheme")
 
 // Store is every store of one deployment, opened from one URL. It is safe
 // for concurrent use.
@@ -80,7 +80,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	}
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok {
-		return nil, fmt.Errorf("%w: %q has none (want sqlite://PATH, postgres://…, file:DIR or memory:)", ErrUnknownScheme, redact(rawURL))
+		return nil, fmt.Errorf("%w: %q has none (want sqlite://PATH, postgres://…, file:DIR or memory:)", errUnknownScheme, redact(rawURL))
 	}
 	scheme = strings.ToLower(scheme)
 	rawURL = scheme + rawURL[len(scheme):]
@@ -103,7 +103,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	case "postgres", "postgresql":
 		return openSQL(ctx, rawURL, redact(rawURL), true)
 	}
-	return nil, fmt.Errorf("%w %q in %q (want sqlite://PATH, postgres://…, file:DIR or memory:)", ErrUnknownScheme, scheme, redact(rawURL))
+	return nil, fmt.Errorf("%w %q in %q (want sqlite://PATH, postgres://…, file:DIR or memory:)", errUnknownScheme, scheme, redact(rawURL))
 }
 
 func openSQL(ctx context.Context, dsn, shown string, shared bool) (*Store, error) {

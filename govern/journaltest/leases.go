@@ -1,6 +1,7 @@
 package journaltest
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -11,10 +12,19 @@ import (
 	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
+// leases is the lease interface of the journals that keep them (the
+// governor's, documented at govern.Options.Lease).
+type leases interface {
+	Claim(ctx context.Context, key, owner string, ttl time.Duration) (uint64, error)
+	ClaimExpired(ctx context.Context, owner string, ttl time.Duration, limit int) (map[string]uint64, error)
+	Renew(ctx context.Context, owner string, ttl time.Duration, held map[string]uint64) ([]string, error)
+	Release(ctx context.Context, key string, epoch uint64) error
+}
+
 // leasesOf returns j's Leases, skipping the test when it has none.
-func leasesOf(t *testing.T, j govern.Journal) govern.Leases {
+func leasesOf(t *testing.T, j govern.Journal) leases {
 	t.Helper()
-	l, ok := j.(govern.Leases)
+	l, ok := j.(leases)
 	if !ok {
 		t.Skip("the journal has no leases")
 	}

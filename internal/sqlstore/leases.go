@@ -12,7 +12,7 @@ import (
 	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
-// Leases (govern.Leases) are rows of governance_leases: lease_key (a
+// Leases (govern.Options.Lease) are rows of governance_leases: lease_key (a
 // run's request ID, or "node:" and a node name), owner, epoch, state —
 // running (held until expires_at), released (claimable), ended (a run
 // that ended: never claimed again) — and expires_at in Unix milliseconds
@@ -39,7 +39,7 @@ func (s *Store) nowMS() string {
 
 func ttlMS(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
 
-// Claim implements govern.Leases.
+// Claim implements the governor's lease interface (govern.Options.Lease).
 func (j *sqlJournal) Claim(ctx context.Context, key, owner string, ttl time.Duration) (_ uint64, err error) {
 	s := j.s
 	defer s.mark(&err)
@@ -83,7 +83,7 @@ ON CONFLICT (lease_key) DO NOTHING`, key, owner, ttlMS(ttl))
 	return 0, fmt.Errorf("%w (claimed concurrently)", govern.ErrLeased)
 }
 
-// ClaimExpired implements govern.Leases.
+// ClaimExpired implements the governor's lease interface (govern.Options.Lease).
 func (j *sqlJournal) ClaimExpired(ctx context.Context, owner string, ttl time.Duration, limit int) (_ map[string]uint64, err error) {
 	s := j.s
 	defer s.mark(&err)
@@ -125,7 +125,7 @@ RETURNING lease_key, epoch`, owner, ttlMS(ttl))
 	return out, nil
 }
 
-// Renew implements govern.Leases.
+// Renew implements the governor's lease interface (govern.Options.Lease).
 func (j *sqlJournal) Renew(ctx context.Context, owner string, ttl time.Duration, held map[string]uint64) (_ []string, err error) {
 	s := j.s
 	defer s.mark(&err)
@@ -188,7 +188,7 @@ func (j *sqlJournal) Renew(ctx context.Context, owner string, ttl time.Duration,
 	return lost, nil
 }
 
-// Release implements govern.Leases.
+// Release implements the governor's lease interface (govern.Options.Lease).
 func (j *sqlJournal) Release(ctx context.Context, key string, epoch uint64) (err error) {
 	s := j.s
 	defer s.mark(&err)
@@ -300,5 +300,3 @@ func (s *Store) moveLeases(ctx context.Context, tx *sql.Tx, moves map[string]str
 	}
 	return nil
 }
-
-var _ govern.Leases = (*sqlJournal)(nil)
