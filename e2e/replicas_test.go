@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -371,4 +372,27 @@ func slicesOf(ss []*server) []*server {
 		}
 	}
 	return out
+}
+
+// TestReplicas_OneNodeNameOneProcess: a second live replica under a
+// node name in use is refused at startup, naming the holder; once the
+// first stops (SIGTERM releases the name) the name is free again.
+func TestReplicas_OneNodeNameOneProcess(t *testing.T) {
+	base := os.Getenv("AGENTRY_TEST_POSTGRES")
+	if base == "" {
+		t.Skip("AGENTRY_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this test")
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := freshSchema(t, base, u.Host)
+	a := startServer(t, "--store", store, "--data", t.TempDir(), "--node", "same", "--tls-addr", "")
+	code, _, errs := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--store", store, "--data", t.TempDir(), "--node", "same", "--tls-addr", "")
+	if code == 0 || !strings.Contains(errs, `node name "same" is in use by a live process`) {
+		t.Fatalf("a second replica named same: exit %d\n%s", code, errs)
+	}
+	a.stop(t)
+	b := startServer(t, "--store", store, "--data", t.TempDir(), "--node", "same", "--tls-addr", "")
+	b.stop(t)
 }
