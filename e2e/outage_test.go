@@ -100,6 +100,21 @@ func (p *cutProxy) restore() {
 	p.mu.Unlock()
 }
 
+// postgresURL returns AGENTRY_TEST_POSTGRES, parsed too, and skips the
+// test when it is not set.
+func postgresURL(t *testing.T) (string, *url.URL) {
+	t.Helper()
+	base := os.Getenv("AGENTRY_TEST_POSTGRES")
+	if base == "" {
+		t.Skip("AGENTRY_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this test")
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base, u
+}
+
 // freshSchema returns the URL of a new schema of the AGENTRY_TEST_POSTGRES
 // database, dropped at cleanup, reached through host (host:port).
 func freshSchema(t *testing.T, base, host string) string {
@@ -139,14 +154,7 @@ type outcome struct {
 // every session and run ID the server answered exists afterwards, and
 // the server serves again within 5 s of the database's return.
 func TestOutage_PostgreSQLDown(t *testing.T) {
-	base := os.Getenv("AGENTRY_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("AGENTRY_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this test")
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, u := postgresURL(t)
 	proxy := newCutProxy(t, u.Host)
 	store := freshSchema(t, base, proxy.ln.Addr().String())
 	srv := startServer(t, "--store", store, "--data", t.TempDir(), "--tls-addr", "")

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -51,14 +50,7 @@ func TestUAIP_TwoServersOnePostgres(t *testing.T) {
 // approved through a and delivered, b reports it delivered too (b keeps
 // no stale copy of a run it only read).
 func TestRuns_TwoServersOneAnswer(t *testing.T) {
-	base := os.Getenv("AGENTRY_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("AGENTRY_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this test")
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, u := postgresURL(t)
 	store := freshSchema(t, base, u.Host)
 	keys := filepath.Join(t.TempDir(), "keys")
 	if code, _, errs := runCLI(t, "keys", "create", "alice", "--dir", keys); code != 0 {

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,14 +119,7 @@ func (rs *replicaSet) pick() (int, *server) {
 // call reached the webhook at most once; the journal's chain verifies;
 // and every replica answers GET /v1/runs/{id} alike.
 func TestUAICP_4_RunsSurviveReplicaKills(t *testing.T) {
-	base := os.Getenv("AGENTRY_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("AGENTRY_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this test")
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, u := postgresURL(t)
 	const (
 		lease = 3 * time.Second
 		runs  = 36
@@ -378,14 +370,7 @@ func slicesOf(ss []*server) []*server {
 // node name in use is refused at startup, naming the holder; once the
 // first stops (SIGTERM releases the name) the name is free again.
 func TestReplicas_OneNodeNameOneProcess(t *testing.T) {
-	base := os.Getenv("AGENTRY_TEST_POSTGRES")
-	if base == "" {
-		t.Skip("AGENTRY_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this test")
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base, u := postgresURL(t)
 	store := freshSchema(t, base, u.Host)
 	a := startServer(t, "--store", store, "--data", t.TempDir(), "--node", "same", "--tls-addr", "")
 	code, _, errs := runCLI(t, "serve", "--addr", "127.0.0.1:0", "--store", store, "--data", t.TempDir(), "--node", "same", "--tls-addr", "")

@@ -710,8 +710,12 @@ func (s *Service) closePaused(ctx context.Context, requestID string) error {
 		return newError(RunElsewhere, requestID, "the run is executing in another process", nil)
 	}
 	if _, err := r.Fail(ctx, "cancelled while paused", govern.Cancelled); err != nil {
-		if errors.Is(err, govern.ErrRunClosed) {
+		switch {
+		case errors.Is(err, govern.ErrRunClosed):
 			return newError(RunFinished, requestID, "the run has ended", err)
+		case errors.Is(err, govern.ErrLeased), errors.Is(err, govern.ErrDuplicate):
+			// Another replica resumed it (or holds it) meanwhile.
+			return newError(RunElsewhere, requestID, "the run is executing in another process", err)
 		}
 		return newError(Internal, requestID, "", err)
 	}
