@@ -34,6 +34,9 @@ type Store struct {
 
 	journalOnce sync.Once
 	journal     govern.Journal
+
+	uiapOnce sync.Once
+	uiap     *uiapSessions
 }
 
 // New returns an empty store.
