@@ -11,8 +11,9 @@
 // the same write. The events the app sent are kept, numbered by seq, so
 // that the new owner replays those the agent missed.
 //
-// Implementations: internal/memstore (in memory), internal/sqlstore
-// (SQLite, PostgreSQL). Package uiapsessiontest is the suite they pass.
+// Implementations: NewMemory (one process; internal/memstore's),
+// internal/sqlstore (SQLite, PostgreSQL). Package uiapsessiontest is the
+// suite they pass.
 package uiapsession
 
 import (
