@@ -148,7 +148,7 @@ func TestUIAP_8_2_ResumeOnAnotherReplica(t *testing.T) {
 	p := dialUIAP(t, ctx, first, "p")
 	id := p.request(ctx, "session.initialize", map[string]any{"supportedVersions": []string{"0.1"},
 		"supportedExtensions": []any{map[string]any{"id": "uiap.action", "versions": []string{"0.1"}}},
-		"capabilityDelivery": "deferred", "peer": map[string]any{"role": "agent", "name": "e2e"}})
+		"capabilityDelivery":  "deferred", "peer": map[string]any{"role": "agent", "name": "e2e"}})
 	r, _ := p.answer(ctx, id)
 	var init struct {
 		SessionID   string `json:"sessionId"`
