@@ -586,6 +586,12 @@ func (c *appConn) resume(env *Envelope) {
 		next = tokenHash(token)
 	}
 	s := a.Session(p.SessionID)
+	if s != nil && c.session == nil && a.stored() && s.superseded(c.l.ctx, p.ResumeToken) {
+		// Resumed elsewhere since this App held it, and now resumed here
+		// with a token from there: take it up afresh from the store.
+		s.end(NewError(CodeUnknownSession, "the session was resumed elsewhere"), storeLeave)
+		s = nil
+	}
 	if s == nil && c.session == nil && a.stored() {
 		c.restore(env, p, token, next)
 		return

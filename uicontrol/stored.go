@@ -193,6 +193,26 @@ func (s *AppSession) movedAway(ver int64) {
 	}
 }
 
+// superseded reports whether the store holds the session at another
+// version than this App — another App resumed it — when a resume
+// presents a token this App did not issue. The store is asked only then.
+func (s *AppSession) superseded(ctx context.Context, token string) bool {
+	s.mu.Lock()
+	ver, own := s.version, s.tokenHash != nil && subtle.ConstantTimeCompare(tokenHash(token), s.tokenHash) == 1
+	s.mu.Unlock()
+	if ver == 0 || own {
+		return false
+	}
+	rec, err := s.app.opts.Sessions.Get(ctx, s.id, time.Now())
+	if err != nil {
+		return false // the resume finds out
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// A resume through this App may have claimed a newer version meanwhile.
+	return s.version == ver && rec.Version != ver
+}
+
 // unstore deletes the stored session (it ended): no App can resume it.
 func (s *AppSession) unstore() {
 	s.mu.Lock()

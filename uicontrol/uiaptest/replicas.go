@@ -24,6 +24,7 @@ func replicaCases() []testCase {
 		{"UIAP_8_2_ResumeOnAnotherAppWithAgent", testResumeOnAnotherAppAgent},
 		{"UIAP_8_2_ResumeRaceOnTwoApps", testResumeRaceTwoApps},
 		{"UIAP_8_2_FormerAppLetsGo", testFormerAppLetsGo},
+		{"UIAP_8_2_ResumeBackOnFormerApp", testResumeBackOnFormerApp},
 		{"UIAP_8_2_ClosedAppSessionResumedElsewhere", testClosedAppResumedElsewhere},
 		{"UIAP_8_2_DeadAppSessionExpires", testDeadAppSessionExpires},
 	}
@@ -367,5 +368,52 @@ func testDeadAppSessionExpires(h *h) {
 	r.error(id, uicontrol.CodeUnknownSession)
 	if n, err := shared.Sweep(h.ctx(), time.Now()); err != nil || n != 1 {
 		h.Errorf("Sweep = %d, %v; want the dead app's other session", n, err)
+	}
+}
+
+// A session resumed on another app and then back on the first, which
+// still holds its old copy (the resume window has not ended there): the
+// first takes the session up afresh — the other app's token is good,
+// the other app's events are replayed, numbering goes on.
+func testResumeBackOnFormerApp(h *h) {
+	shared := uiapsession.NewMemory()
+	first, _ := h.replica(shared, nil)
+	second, _ := h.replica(shared, nil)
+	p := h.rawAgent(first)
+	init := p.handshake(initialize())
+	sid := init["sessionId"].(string)
+	if err := first.Session(sid).Emit(h.ctx(), "x.test.tick", msg{"i": 1}); err != nil {
+		h.Fatal(err)
+	}
+	p.next()
+	lose(h, p.tr)
+	q := h.rawAgent(second)
+	q.n = 100
+	id := q.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": init["resumeToken"], "lastSeq": 1})
+	t2 := q.response(id, uiapwire.TypeResumed)["resumeToken"]
+	if err := second.Session(sid).Emit(h.ctx(), "x.test.tick", msg{"i": 2}); err != nil {
+		h.Fatal(err)
+	}
+	q.next()
+	lose(h, q.tr)
+	if err := second.Session(sid).Emit(h.ctx(), "x.test.tick", msg{"i": 3}); err != nil {
+		h.Fatal(err)
+	}
+	if s := first.Session(sid); s == nil || s.State() != uicontrol.StateInterrupted {
+		h.Fatalf("the first app no longer holds its copy: %v", s)
+	}
+	r := h.rawAgent(first)
+	r.n = 200
+	id = r.request(uiapwire.TypeResume, msg{"sessionId": sid, "resumeToken": t2, "lastSeq": 2})
+	r.response(id, uiapwire.TypeResumed)
+	if m := r.next(); m["seq"] != 3.0 || m["payload"].(msg)["i"] != 3.0 {
+		h.Errorf("replayed %v, want the second app's event 3", m)
+	}
+	s := first.Session(sid)
+	if err := s.Emit(h.ctx(), "x.test.tick", msg{"i": 4}); err != nil {
+		h.Fatal(err)
+	}
+	if m := r.next(); m["seq"] != 4.0 {
+		h.Errorf("next event %v, want seq 4", m)
 	}
 }

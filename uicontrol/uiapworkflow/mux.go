@@ -97,7 +97,7 @@ func (m *Mux) Serve(ctx context.Context, t uicontrol.Transport) error {
 		}
 		if s := m.servers[m.order[0]]; name == "" && s.opts.App.Sessions != nil && msg.Payload.SessionID != "" {
 			// Started by another replica: the store names the workflow.
-			if data := s.lookup(ctx, msg.Payload.SessionID); data != nil && m.servers[data.Workflow] != nil {
+			if data, _ := s.lookup(ctx, msg.Payload.SessionID); data != nil && m.servers[data.Workflow] != nil {
 				name = data.Workflow
 			}
 		}

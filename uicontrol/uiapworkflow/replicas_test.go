@@ -263,3 +263,52 @@ func TestUIAP_8_2_ResumeOnAnotherReplicaOtherWorkflow(t *testing.T) {
 		agentT.Close()
 	}
 }
+
+// A session resumed on another replica, moved on a stage there, and
+// resumed back on the first — which still holds its old copy, a stage
+// behind — is served at the stage it reached, not the stale one.
+func TestUIAP_8_2_ResumeBackOnFormerReplica(t *testing.T) {
+	muxes, _, _ := replicas(t, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connect := func(i int) (app, agent uicontrol.Transport) {
+		app, agent = uicontrol.Pair()
+		go muxes[i].Serve(uiapworkflow.WithWorkflow(ctx, "store"), app)
+		return app, agent
+	}
+	lose := func(a *uicontrol.Agent, app uicontrol.Transport) {
+		app.Close()
+		deadline := time.Now().Add(10 * time.Second)
+		for a.State() != uicontrol.StateInterrupted && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	appT, agentT := connect(0)
+	a, err := uicontrol.Connect(ctx, agentT, agentOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	call(t, a, "transition:cart", nil)
+	call(t, a, "add_to_cart", map[string]any{"product_id": "SKU-003", "quantity": 1})
+	lose(a, appT)
+	appT, agentT = connect(1)
+	if err := a.Resume(ctx, agentT); err != nil {
+		t.Fatalf("Resume on the second replica: %v", err)
+	}
+	call(t, a, uiapworkflow.ActionStateInput, map[string]any{"state_updates": map[string]any{"user.email": "ada@example.com"}})
+	call(t, a, "transition:checkout", nil)
+	lose(a, appT)
+	_, agentT = connect(0)
+	if err := a.Resume(ctx, agentT); err != nil {
+		t.Fatalf("Resume back on the first replica: %v", err)
+	}
+	caps, err := a.GetCapabilities(ctx)
+	if err != nil || currentState(t, caps.Capabilities) != "checkout" {
+		t.Fatalf("document back on the first replica: %v at %q, want checkout", err, currentState(t, caps.Capabilities))
+	}
+	call(t, a, "place_order", map[string]any{"payment_method": "invoice"})
+	if err := a.Terminate(ctx, "done"); err != nil {
+		t.Error(err)
+	}
+}

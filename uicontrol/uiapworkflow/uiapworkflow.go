@@ -19,6 +19,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/uiapsession"
@@ -151,15 +152,29 @@ func (s *Server) route(ctx context.Context, first []byte) (*binding, *uicontrol.
 		s.mu.Unlock()
 		return nil, nil
 	}
-	if b := s.sessions[id]; resume && b != nil {
-		b.conns++
+	known := s.sessions[id]
+	if resume && known != nil && s.opts.App.Sessions == nil {
+		known.conns++
 		s.mu.Unlock()
-		return b, nil
+		return known, nil
 	}
 	s.mu.Unlock()
 	var taken *binding
 	if resume && s.opts.App.Sessions != nil {
-		data := s.lookup(ctx, id)
+		data, version := s.lookup(ctx, id)
+		if known != nil && (data == nil || version == known.held.Load()) {
+			// Held here, at the version stored (or the store cannot say):
+			// the binding's app resumes it.
+			s.mu.Lock()
+			if s.sessions[id] == known && !s.closed {
+				known.conns++
+				s.mu.Unlock()
+				return known, nil
+			}
+			s.mu.Unlock()
+		}
+		// Otherwise another replica resumed it since: this binding's
+		// document may be stale, so a new binding takes the session up.
 		if data != nil && data.Workflow == s.wf.Name {
 			b, err := s.takeUp(ctx, id, data.UAIPSession)
 			if err != nil {
@@ -177,7 +192,7 @@ func (s *Server) route(ctx context.Context, first []byte) (*binding, *uicontrol.
 		}
 		return nil, nil
 	case taken != nil:
-		if b := s.sessions[id]; b != nil { // taken up meanwhile by another connection
+		if b := s.sessions[id]; b != nil && b != known { // taken up meanwhile by another connection
 			b.conns++
 			_ = taken.app.Close()
 			return b, nil
@@ -206,21 +221,21 @@ func (s *Server) newBinding() *binding {
 }
 
 // lookup returns what the store holds for the UIAP session id about the
-// workflow it drives, or nil.
-func (s *Server) lookup(ctx context.Context, id string) *appData {
+// workflow it drives, and the session's version; nil if nothing.
+func (s *Server) lookup(ctx context.Context, id string) (*appData, int64) {
 	rec, err := s.opts.App.Sessions.Get(ctx, id, time.Now())
 	if err != nil {
 		if !errors.Is(err, uiapsession.ErrNotFound) {
 			s.logger().Warn("uiapworkflow: reading a stored UIAP session failed", "session", id, "error", err)
 		}
-		return nil // the app answers the resume
+		return nil, 0 // the app answers the resume
 	}
 	data, err := decodeAppData(rec.App)
 	if err != nil {
 		s.logger().Warn("uiapworkflow: a stored UIAP session names no workflow session", "session", id, "error", err)
-		return nil
+		return nil, 0
 	}
-	return data
+	return data, rec.Version
 }
 
 // takeUp returns a binding for the UIAP session id, started by another
@@ -319,6 +334,9 @@ type binding struct {
 	once   sync.Once
 	uaipID string // set once, by start
 	err    error
+	// held is the version of the stored UIAP session the app holds
+	// (bindingStore keeps it), 0 for none.
+	held atomic.Int64
 
 	// guarded by srv.mu
 	uiapID   string
@@ -548,7 +566,19 @@ func (s bindingStore) Create(ctx context.Context, sess *uiapsession.Session) err
 	}
 	c := *sess
 	c.App = data
-	return s.Store.Create(ctx, &c)
+	if err := s.Store.Create(ctx, &c); err != nil {
+		return err
+	}
+	s.b.held.Store(1)
+	return nil
+}
+
+func (s bindingStore) Claim(ctx context.Context, id string, h, next []byte, expires, now time.Time) (*uiapsession.Session, error) {
+	got, err := s.Store.Claim(ctx, id, h, next, expires, now)
+	if err == nil {
+		s.b.held.Store(got.Version)
+	}
+	return got, err
 }
 
 // Get finds a stored session only when it drives the binding's UAIP
