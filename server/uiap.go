@@ -1,9 +1,13 @@
 package server
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
+	"github.com/agentry-dev/agentry/internal/uiapsession"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/uicontrol/uiapworkflow"
 )
@@ -23,13 +27,22 @@ var defaultUIAPRateLimit = uicontrol.RateLimit{Rate: 50, Burst: 100}
 // the session.initialize's ext["agentry.workflow"].name; otherwise the
 // session drives the first workflow by name. Shutdown — and the start of
 // a graceful stop, which open sessions must not hold — ends every
-// session.
+// session here; on a shared store (PostgreSQL) the sessions are stored,
+// and stay resumable on another replica.
 func (s *Server) mountUIAP() error {
 	limit := defaultUIAPRateLimit
 	if s.cfg.UIAPRateLimit != nil {
 		limit = *s.cfg.UIAPRateLimit
 	}
-	mux, err := uiapworkflow.NewMux(s.engine, &uiapworkflow.Options{App: uicontrol.AppOptions{Logger: s.log, RateLimit: limit}})
+	app := uicontrol.AppOptions{Logger: s.log, RateLimit: limit}
+	if s.st.Shared() {
+		// Replicas share the database: a session started on one is
+		// resumed on any (docs/operations.md, "Several replicas"). A
+		// single process keeps its sessions in memory, as before.
+		app.Sessions = s.st.UIAPSessions()
+		s.bgWG.Go(func() { sweepUIAP(s.bg, app.Sessions, s.log, time.Minute) })
+	}
+	mux, err := uiapworkflow.NewMux(s.engine, &uiapworkflow.Options{App: app})
 	if err != nil {
 		return err
 	}
@@ -59,4 +72,24 @@ func (s *Server) mountUIAP() error {
 	s.core.onShutdownFunc(closeAll)
 	s.closers = append(s.closers, closeAll)
 	return nil
+}
+
+// sweepUIAP removes, every interval, the stored UIAP sessions whose
+// resume window ended (their replica died or let them expire).
+func sweepUIAP(ctx context.Context, st uiapsession.Store, logger *slog.Logger, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n, err := st.Sweep(ctx, time.Now())
+			if err != nil && ctx.Err() == nil {
+				logger.Warn("sweeping expired UIAP sessions failed", "error", err)
+			} else if n > 0 {
+				logger.Info("expired UIAP sessions removed", "count", n)
+			}
+		}
+	}
 }

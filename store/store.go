@@ -1,8 +1,9 @@
 // Package store opens, from one URL, every store agentry's layers need:
 // the sessions of UAIP workflows (workflow.SessionStore), the checkpoints
 // of agents (agent.CheckpointStore), the hash-chained governance journal
-// (govern.Journal), the UAMP replay window (envelope.ReplayStore) and the
-// positions of audit exports (audit.Cursor).
+// (govern.Journal), the UAMP replay window (envelope.ReplayStore), the
+// positions of audit exports (audit.Cursor) and the app-side sessions of
+// UIAP (UIAPSessions).
 //
 //	st, err := store.Open(ctx, "sqlite://./agentry-data/agentry.db")
 //	if err != nil { … }
@@ -21,8 +22,8 @@
 //	                                a file format: checkpoints/ (one JSON
 //	                                file a session),
 //	                                journal.jsonl (one record a line), audit/
-//	                                cursors; UAIP sessions and the UAMP
-//	                                replay window, which have none, in
+//	                                cursors; UAIP and UIAP sessions and the
+//	                                UAMP replay window, which have none, in
 //	                                agentry.db (SQLite) beside them
 //	memory:                         in memory: nothing
 //	                                survives the process
@@ -47,6 +48,7 @@ import (
 	"github.com/agentry-dev/agentry/internal/journal"
 	"github.com/agentry-dev/agentry/internal/memstore"
 	"github.com/agentry-dev/agentry/internal/sqlstore"
+	"github.com/agentry-dev/agentry/internal/uiapsession"
 	"github.com/agentry-dev/agentry/workflow"
 )
 
@@ -67,6 +69,7 @@ type Store struct {
 	checkpoints agent.CheckpointStore
 	journal     govern.Journal
 	replay      envelope.ReplayStore
+	uiap        uiapsession.Store
 	cursor      func(name string) audit.Cursor
 	close       func() error
 }
@@ -91,7 +94,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		}
 		m := memstore.New()
 		return &Store{url: "memory:", sessions: m.Sessions(), checkpoints: m.Checkpoints(), journal: m.Journal(),
-			replay: envelope.NewMemoryReplayStore(0), cursor: memoryCursors(), close: func() error { return nil }}, nil
+			replay: envelope.NewMemoryReplayStore(0), uiap: m.UIAPSessions(), cursor: memoryCursors(), close: func() error { return nil }}, nil
 	case "file":
 		dir := strings.TrimPrefix(rawURL[len(scheme)+1:], "//")
 		if dir == "" {
@@ -112,7 +115,7 @@ func openSQL(ctx context.Context, dsn, shown string, shared bool) (*Store, error
 		return nil, err
 	}
 	return &Store{url: shown, shared: shared, sessions: st.Sessions(), checkpoints: st.Checkpoints(), journal: st.Journal(),
-		replay: st.ReplayStore(), cursor: func(name string) audit.Cursor { return st.AuditCursor(name) }, close: st.Close}, nil
+		replay: st.ReplayStore(), uiap: st.UIAPSessions(), cursor: func(name string) audit.Cursor { return st.AuditCursor(name) }, close: st.Close}, nil
 }
 
 // openFiles opens the directory store of file:dir.
@@ -130,7 +133,7 @@ func openFiles(ctx context.Context, dir, shown string) (*Store, error) {
 		j.Close()
 		return nil, err
 	}
-	return &Store{url: shown, sessions: db.Sessions(), checkpoints: ck, journal: j, replay: db.ReplayStore(),
+	return &Store{url: shown, sessions: db.Sessions(), checkpoints: ck, journal: j, replay: db.ReplayStore(), uiap: db.UIAPSessions(),
 		cursor: func(name string) audit.Cursor {
 			return audit.FileCursor(filepath.Join(dir, "audit", url.PathEscape(name)+".cursor"))
 		},
@@ -149,6 +152,12 @@ func (s *Store) Journal() govern.Journal { return s.journal }
 
 // Replay returns the store of the UAMP replay window.
 func (s *Store) Replay() envelope.ReplayStore { return s.replay }
+
+// UIAPSessions returns the store of app-side UIAP sessions (UIAP Core
+// 0.1 at uiap.dev, §8.2), for uicontrol.AppOptions.Sessions: with it, a
+// session started by one replica of a server is resumed by another
+// sharing the store.
+func (s *Store) UIAPSessions() uiapsession.Store { return s.uiap }
 
 // AuditCursor returns the persisted position of the audit export named
 // name (for the memory store, a position kept as long as the Store).

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/internal/uiapsession"
 	"github.com/agentry-dev/agentry/store"
 )
 
@@ -33,7 +35,8 @@ func TestOpen(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.Sessions() == nil || st.Checkpoints() == nil || st.Journal() == nil || st.Replay() == nil || st.AuditCursor("x") == nil {
+			if st.Sessions() == nil || st.Checkpoints() == nil || st.Journal() == nil || st.Replay() == nil || st.AuditCursor("x") == nil ||
+				st.UIAPSessions() == nil {
 				t.Fatal("a store view is nil")
 			}
 			if st.Shared() != tc.shared || st.String() != tc.shown {
@@ -43,6 +46,10 @@ func TestOpen(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := st.AuditCursor("x").Store(ctx, 7); err != nil {
+				t.Fatal(err)
+			}
+			uiap := &uiapsession.Session{ID: "u-1", State: []byte(`{}`), ExpiresAt: time.Now().Add(time.Hour)}
+			if err := st.UIAPSessions().Create(ctx, uiap); err != nil {
 				t.Fatal(err)
 			}
 			if seq, err := st.AuditCursor("x").Load(ctx); err != nil || seq != 7 {
@@ -62,6 +69,13 @@ func TestOpen(t *testing.T) {
 			}
 			if !tc.durable && !errors.Is(err, agent.ErrNoCheckpoint) {
 				t.Errorf("a new memory store holds a checkpoint: %v", err)
+			}
+			_, err = again.UIAPSessions().Get(ctx, "u-1", time.Now())
+			if tc.durable && err != nil {
+				t.Errorf("UIAP session reopened: %v", err)
+			}
+			if !tc.durable && !errors.Is(err, uiapsession.ErrNotFound) {
+				t.Errorf("a new memory store holds a UIAP session: %v", err)
 			}
 		})
 	}

@@ -2,7 +2,6 @@ package uicontrol
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/uiapsession"
 	"github.com/agentry-dev/agentry/internal/uiapwire"
 )
 
@@ -56,6 +56,15 @@ type AppOptions struct {
 	Handoff HandoffFunc
 	// Logger receives operational records; nil is slog.Default().
 	Logger *slog.Logger
+	// Sessions, when set, keeps every session in a store that other Apps
+	// share — replicas of a server on one database (agentry's
+	// store.Store.UIAPSessions): a session whose transport was lost can be
+	// resumed through any of them (§8.2), with its sequence numbers, the
+	// events the agent missed and its single-use token, and the App that
+	// held it lets go. Close then leaves the sessions resumable elsewhere
+	// instead of ending them. nil keeps sessions in this App's memory; so
+	// does a negative ResumeWindow.
+	Sessions uiapsession.Store
 }
 
 // HandlerFunc answers requests of one type on the app side. It runs on
@@ -218,6 +227,8 @@ func (a *App) Session(id string) *AppSession {
 // Close terminates every session at once (as a fatal transport error
 // would, without session.terminate), closes every connection, and waits
 // for the goroutines the App started. Serve returns ErrClosed after it.
+// With AppOptions.Sessions the sessions end here but stay in the store,
+// resumable through another App for the resume window.
 func (a *App) Close() error {
 	a.mu.Lock()
 	a.closed = true
@@ -230,8 +241,12 @@ func (a *App) Close() error {
 		links = append(links, l)
 	}
 	a.mu.Unlock()
+	mode := storeDelete
+	if a.stored() {
+		mode = storeDetach
+	}
 	for _, s := range sessions {
-		s.finish(ErrClosed)
+		s.end(ErrClosed, mode)
 	}
 	for _, l := range links {
 		l.close()
@@ -516,7 +531,16 @@ func (c *appConn) initialize(env *Envelope) {
 		return
 	}
 	sel.heartbeat = a.opts.Heartbeat.Truncate(time.Millisecond)
-	s := a.newSession(c.l, sel, offer.Peer)
+	s := a.newSessionWithID(newSessionID(), c.l, sel, offer.Peer)
+	token := s.newToken()
+	if a.stored() {
+		if err := s.create(c.l.ctx); err != nil {
+			a.log.Error("uicontrol: storing a new session failed", "err", err)
+			s.stop()
+			c.replyError(env, NewError(CodeInternalError, "internal error")) // the connection stays NEW
+			return
+		}
+	}
 	s.seen = c.seen // the IDs seen so far belong to the session now
 	c.seen = idWindow{}
 	// Hold the session's write slot from registration to the reply, so
@@ -532,7 +556,7 @@ func (c *appConn) initialize(env *Envelope) {
 	c.session = s
 	p := &sessionInitialized{SessionID: s.id, SelectedVersion: sel.version, SelectedProfiles: sel.profiles,
 		SelectedExtensions: sel.extensions, CapabilityDelivery: sel.delivery, HeartbeatMs: sel.heartbeat.Milliseconds(),
-		ResumeToken: s.newToken()}
+		ResumeToken: token}
 	if sel.delivery == DeliveryInline {
 		p.Capabilities, p.CapabilitiesRevision = doc, rev
 	}
@@ -556,7 +580,22 @@ func (c *appConn) resume(env *Envelope) {
 		c.replyError(env, perr)
 		return
 	}
+	token := a.newResumeToken()
+	var next []byte
+	if token != "" {
+		next = tokenHash(token)
+	}
 	s := a.Session(p.SessionID)
+	if s != nil && c.session == nil && a.stored() && s.superseded(c.l.ctx, p.ResumeToken) {
+		// Resumed elsewhere since this App held it, and now resumed here
+		// with a token from there: take it up afresh from the store.
+		s.end(NewError(CodeUnknownSession, "the session was resumed elsewhere"), storeLeave)
+		s = nil
+	}
+	if s == nil && c.session == nil && a.stored() {
+		c.restore(env, p, token, next)
+		return
+	}
 	if s == nil || (c.session != nil && c.session != s) {
 		c.replyError(env, newErrorf(CodeUnknownSession, "session %q is not known or not resumable", p.SessionID))
 		return
@@ -566,7 +605,7 @@ func (c *appConn) resume(env *Envelope) {
 		return
 	}
 	defer func() { <-s.sem }()
-	replay, old, lost, perr := s.attach(c.l, env, p)
+	replay, old, after, perr := s.attach(c.l.ctx, c.l, env, p, next)
 	if perr != nil {
 		// Written directly: this goroutine holds the session's write slot,
 		// which c.send would wait for when the session is this
@@ -575,8 +614,11 @@ func (c *appConn) resume(env *Envelope) {
 		if err := c.l.send(c.l.ctx, c.stamp().errorFor(env, perr)); err != nil && !c.l.isClosed() {
 			a.log.Debug("uicontrol: send failed", "type", uiapwire.TypeError, "err", err)
 		}
-		if lost {
+		switch after {
+		case fateEnd:
 			s.finish(perr)
+		case fateMoved:
+			s.end(perr, storeLeave)
 		}
 		return
 	}
@@ -589,8 +631,15 @@ func (c *appConn) resume(env *Envelope) {
 	s.mu.Lock()
 	s.seen.add(env.ID)
 	s.mu.Unlock()
+	c.resumed(s, env, token, replay)
+}
+
+// resumed answers a successful session.resume over c with
+// session.resumed carrying the next token, then replays the events the
+// agent missed; the caller holds the session's write slot.
+func (c *appConn) resumed(s *AppSession, env *Envelope, token string, replay []*Envelope) {
 	r := &sessionResumed{SessionID: s.id, SelectedVersion: s.sel.version, SelectedProfiles: s.sel.profiles,
-		SelectedExtensions: s.sel.extensions, HeartbeatMs: s.sel.heartbeat.Milliseconds(), ResumeToken: s.newToken()}
+		SelectedExtensions: s.sel.extensions, HeartbeatMs: s.sel.heartbeat.Milliseconds(), ResumeToken: token}
 	e, err := s.stamp().reply(env, uiapwire.TypeResumed, r)
 	if err == nil {
 		err = c.l.send(c.l.ctx, e)
@@ -637,6 +686,7 @@ func (c *appConn) terminate(env *Envelope) {
 	s.state = StateTerminating
 	s.mu.Unlock()
 	s.forget() // gone for a resume before the peer reads session.terminated
+	s.unstore()
 	c.reply(env, uiapwire.TypeTerminated, &sessionTerminated{Status: "terminated", Reason: p.Reason})
 	s.finish(nil)
 }
@@ -678,11 +728,16 @@ type AppSession struct {
 	seen      idWindow
 	expiry    *time.Timer
 	err       error
+	// With AppOptions.Sessions: the version of the stored session this
+	// App holds (0: none, or no longer), and the timer that refreshes its
+	// expiry while attached.
+	version int64
+	refresh *time.Timer
 }
 
-func (a *App) newSession(l *link, sel *selection, peer PeerInfo) *AppSession {
+func (a *App) newSessionWithID(id string, l *link, sel *selection, peer PeerInfo) *AppSession {
 	ctx, stop := context.WithCancel(context.Background())
-	s := &AppSession{app: a, id: newSessionID(), sel: sel, sem: make(chan struct{}, 1), ctx: ctx, stop: stop,
+	s := &AppSession{app: a, id: id, sel: sel, sem: make(chan struct{}, 1), ctx: ctx, stop: stop,
 		done: make(chan struct{}), bucket: newTokenBucket(a.opts.RateLimit), state: StateInitializing, link: l}
 	s.info = sel.info(s.id, peer)
 	return s
@@ -730,47 +785,69 @@ func (s *AppSession) view() view {
 // disabled), replacing the previous one: 32 bytes from crypto/rand, kept
 // only as a hash.
 func (s *AppSession) newToken() string {
-	if s.app.opts.ResumeWindow < 0 {
+	t := s.app.newResumeToken()
+	if t == "" {
 		return ""
 	}
-	t := randomToken(32)
-	h := sha256.Sum256([]byte(t))
 	s.mu.Lock()
-	s.tokenHash = h[:]
+	s.tokenHash = tokenHash(t)
 	s.mu.Unlock()
 	return t
 }
 
+// newResumeToken returns a new resume token: 32 bytes from crypto/rand,
+// hex-encoded; "" when resume is disabled.
+func (a *App) newResumeToken() string {
+	if a.opts.ResumeWindow < 0 {
+		return ""
+	}
+	return randomToken(32)
+}
+
 // attach checks a session.resume and, if it may proceed, attaches the
-// session to l and returns the events to replay and the link it replaced.
-// The caller holds the write slot.
-func (s *AppSession) attach(l *link, env *Envelope, p *sessionResume) (replay []*Envelope, old *link, lost bool, err *Error) {
+// session to l with the token hash next and returns the events to replay
+// and the link it replaced; on failure, what becomes of the session. A
+// stored session is claimed in the store (ctx bounds that). The caller
+// holds the write slot.
+func (s *AppSession) attach(ctx context.Context, l *link, env *Envelope, p *sessionResume, next []byte) (replay []*Envelope, old *link, after fate, err *Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	unknown := newErrorf(CodeUnknownSession, "session %q is not known or not resumable", p.SessionID)
 	if s.state != StateActive && s.state != StateInterrupted {
-		return nil, nil, false, unknown
+		return nil, nil, fateKeep, unknown
 	}
-	h := sha256.Sum256([]byte(p.ResumeToken))
-	if s.tokenHash == nil || subtle.ConstantTimeCompare(h[:], s.tokenHash) != 1 {
-		return nil, nil, false, NewError(CodePermissionDenied, "invalid resume token")
+	h := tokenHash(p.ResumeToken)
+	if s.tokenHash == nil || subtle.ConstantTimeCompare(h, s.tokenHash) != 1 {
+		return nil, nil, fateKeep, NewError(CodePermissionDenied, "invalid resume token")
 	}
 	if env.UIAP != s.sel.version {
-		return nil, nil, false, newErrorf(CodeUnsupportedVersion, "uiap is %q but the session's selected version is %q", env.UIAP, s.sel.version)
+		return nil, nil, fateKeep, newErrorf(CodeUnsupportedVersion, "uiap is %q but the session's selected version is %q", env.UIAP, s.sel.version)
 	}
 	if err := s.sel.unmet(env.Requires); err != nil {
-		return nil, nil, false, err
+		return nil, nil, fateKeep, err
 	}
 	if s.state == StateActive && s.link == l {
-		return nil, nil, false, NewError(CodeStateConflict, "session is ACTIVE")
+		return nil, nil, fateKeep, NewError(CodeStateConflict, "session is ACTIVE")
 	}
 	if p.LastSeq > s.seq {
-		return nil, nil, false, newErrorf(CodeBadRequest, "lastSeq %d is beyond the last event sent (%d)", p.LastSeq, s.seq)
+		return nil, nil, fateKeep, newErrorf(CodeBadRequest, "lastSeq %d is beyond the last event sent (%d)", p.LastSeq, s.seq)
 	}
 	if p.LastSeq < s.seq && (len(s.replay) == 0 || s.replay[0].Seq > p.LastSeq+1) {
 		// Events after lastSeq are no longer kept: the session cannot be
 		// resumed faithfully, so it ends.
-		return nil, nil, true, unknown
+		return nil, nil, fateEnd, unknown
+	}
+	if s.version > 0 {
+		// Held under s.mu: nothing else changes the session meanwhile.
+		v, f, err := s.claim(ctx, s.version, h, next)
+		if err != nil {
+			if f == fateMoved {
+				s.version = 0 // the store is another App's now
+			}
+			return nil, nil, f, err
+		}
+		s.version = v
+		s.armRefresh()
 	}
 	for _, ev := range s.replay {
 		if ev.Seq > p.LastSeq {
@@ -783,12 +860,12 @@ func (s *AppSession) attach(l *link, env *Envelope, p *sessionResume) (replay []
 	if old = s.link; old == l {
 		old = nil
 	}
-	s.link, s.state, s.tokenHash = l, StateActive, nil
+	s.link, s.state, s.tokenHash = l, StateActive, next
 	if s.expiry != nil {
 		s.expiry.Stop()
 		s.expiry = nil
 	}
-	return replay, old, false, nil
+	return replay, old, fateKeep, nil
 }
 
 // linkLost handles the loss of l: an attached session becomes
@@ -815,12 +892,23 @@ func (s *AppSession) linkLost(l *link) {
 			s.finish(NewError(CodeUnknownSession, "resume window expired"))
 		}
 	})
+	ver := s.version
+	s.disarmRefresh()
 	s.mu.Unlock()
+	if ver > 0 {
+		s.detached(ver)
+	}
 }
 
 // finish moves the session to TERMINATED: its handlers' context ends, its
-// token is void, its connection closes and the App forgets it.
-func (s *AppSession) finish(err error) {
+// token is void, its connection closes and the App forgets it; a stored
+// session is deleted from the store.
+func (s *AppSession) finish(err error) { s.end(err, storeDelete) }
+
+// end is finish, with what becomes of a stored session: deleted
+// (storeDelete), left to the App that holds it now (storeLeave), or kept
+// resumable for the resume window (storeDetach).
+func (s *AppSession) end(err error, mode int) {
 	s.mu.Lock()
 	if s.state == StateTerminated {
 		s.mu.Unlock()
@@ -832,8 +920,21 @@ func (s *AppSession) finish(err error) {
 	if s.expiry != nil {
 		s.expiry.Stop()
 	}
+	ver := s.version
+	s.version = 0
+	s.disarmRefresh()
 	s.mu.Unlock()
 	s.forget()
+	if ver > 0 {
+		switch mode {
+		case storeDelete:
+			s.deleteStored(ver)
+		case storeDetach:
+			if l != nil {
+				s.detached(ver)
+			}
+		}
+	}
 	s.stop()
 	close(s.done)
 	if l != nil {
@@ -912,6 +1013,20 @@ func (s *AppSession) emitWith(ctx context.Context, typ string, payload any, ext 
 	if s.state == StateTerminating || s.state == StateTerminated {
 		s.mu.Unlock()
 		return NewError(CodeSessionNotActive, "session is "+s.state.String())
+	}
+	if ver := s.version; ver > 0 {
+		// Stored before it is sent: an agent never holds an event the
+		// store lacks. The write slot keeps s.seq as it is meanwhile.
+		e.Seq = s.seq + 1
+		s.mu.Unlock()
+		if err := s.storeEvent(ctx, ver, e); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		if s.state == StateTerminating || s.state == StateTerminated {
+			s.mu.Unlock()
+			return NewError(CodeSessionNotActive, "session is "+s.state.String())
+		}
 	}
 	s.seq++
 	e.Seq = s.seq

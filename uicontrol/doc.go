@@ -27,7 +27,10 @@
 // Negotiated heartbeats ping an idle peer and terminate the session after
 // repeated missed pongs. When a transport is lost, the session waits,
 // INTERRUPTED, for a resume with its single-use resume token; the app
-// then replays the events the agent missed (by seq).
+// then replays the events the agent missed (by seq). With
+// AppOptions.Sessions the sessions are kept in a store that Apps share —
+// the replicas of a server — and any of them resumes a session another
+// started, the token still single-use.
 //
 // Actions (extension uiap.action@0.1, ours where the Action Runtime
 // draft is silent): an app registers action handlers with a declared

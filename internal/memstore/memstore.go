@@ -2,8 +2,9 @@
 // persistence interfaces, for tests and ephemeral use: nothing survives
 // the process: the agent.CheckpointStore of UAP-1.1 §12.2
 // (github.com/ProviderProtocol/agents), the workflow.SessionStore of UAIP-0.1
-// (github.com/concierge-hq/uaip) and the govern.Journal of UAICP-0.3 §5.4
-// (github.com/UAICP/uaicp); internal/sqlstore is the durable counterpart.
+// (github.com/concierge-hq/uaip), the govern.Journal of UAICP-0.3 §5.4
+// (github.com/UAICP/uaicp) and the app-side UIAP sessions of UIAP Core 0.1
+// (uiap.dev); internal/sqlstore is the durable counterpart.
 //
 //	store := memstore.New()
 //	a, err := agent.New(&agent.Options{LLMOptions: opts, Checkpoints: store.Checkpoints()})
@@ -24,6 +25,7 @@ import (
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/checkpoint"
+	"github.com/agentry-dev/agentry/internal/uiapsession"
 )
 
 // Store holds in-memory stores. The zero value is not usable; call New.
@@ -34,6 +36,9 @@ type Store struct {
 
 	journalOnce sync.Once
 	journal     govern.Journal
+
+	uiapOnce sync.Once
+	uiap     uiapsession.Store
 }
 
 // New returns an empty store.

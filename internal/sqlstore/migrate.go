@@ -68,6 +68,22 @@ CREATE TABLE governance_leases (
 	state      TEXT NOT NULL,
 	expires_at BIGINT
 )`, `CREATE INDEX governance_leases_expiry ON governance_leases (state, expires_at)`}},
+	{6, "UIAP sessions and their events (UIAP Core 0.1 §8.2)", []string{`
+CREATE TABLE uiap_sessions (
+	session_id TEXT PRIMARY KEY,
+	version    BIGINT NOT NULL,
+	token_hash TEXT,
+	seq        BIGINT NOT NULL,
+	state      TEXT NOT NULL,
+	app        TEXT NOT NULL,
+	expires_at BIGINT NOT NULL
+)`, `CREATE INDEX uiap_sessions_expires_at ON uiap_sessions (expires_at)`, `
+CREATE TABLE uiap_session_events (
+	session_id TEXT NOT NULL REFERENCES uiap_sessions (session_id) ON DELETE CASCADE,
+	seq        BIGINT NOT NULL,
+	event      TEXT NOT NULL,
+	PRIMARY KEY (session_id, seq)
+)`}},
 }
 
 // migrationLockKey is the PostgreSQL advisory lock serializing migrations

@@ -159,8 +159,16 @@ func TestSessionsCrash(t *testing.T) {
 // acknowledged per session. It returns how many writes were acknowledged.
 func runCrashChild(t *testing.T, url string, killAfter int, acked map[string]int64) int {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSessionsCrashChild$")
-	cmd.Env = append(os.Environ(), crashEnvDB+"="+url)
+	return runKilledChild(t, "TestSessionsCrashChild", crashEnvDB, url, killAfter, acked)
+}
+
+// runKilledChild is runCrashChild for the child test named child, which
+// reads the database's URL from the environment variable env and prints
+// "ack ID N" lines.
+func runKilledChild(t *testing.T, child, env, url string, killAfter int, acked map[string]int64) int {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$")
+	cmd.Env = append(os.Environ(), env+"="+url)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()

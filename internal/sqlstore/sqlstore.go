@@ -5,8 +5,10 @@
 // (github.com/ProviderProtocol/agents), Store.Checkpoints; the workflow.SessionStore of
 // UAIP-0.1 (github.com/concierge-hq/uaip), Store.Sessions; and the hash-chained
 // govern.Journal of UAICP-0.3 §5.4 (github.com/UAICP/uaicp), Store.Journal,
-// with the cursors of its audit export, Store.AuditCursor; and the UAMP
-// replay window of UAMP-1.0 §6 (uamp.dev), Store.ReplayStore.
+// with the cursors of its audit export, Store.AuditCursor; the UAMP
+// replay window of UAMP-1.0 §6 (uamp.dev), Store.ReplayStore; and the
+// app-side UIAP sessions of UIAP Core 0.1 §8.2 (uiap.dev) that replicas
+// share, Store.UIAPSessions.
 //
 //	st, err := sqlstore.Open(ctx, "sqlite:///var/lib/agentry/agentry.db")
 //	defer st.Close()

@@ -64,6 +64,7 @@ func cases() []testCase {
 	all = append(all, sessionCases()...)
 	all = append(all, negotiationCases()...)
 	all = append(all, resumeCases()...)
+	all = append(all, replicaCases()...)
 	all = append(all, heartbeatCases()...)
 	all = append(all, capabilityCases()...)
 	all = append(all, actionCases()...)
@@ -77,6 +78,10 @@ func cases() []testCase {
 type h struct {
 	*testing.T
 	newPair NewPair
+	// appMod, if set, adjusts the options of every app of the case after
+	// the case's own adjustments (the suite's own tests run every case
+	// with stored sessions).
+	appMod func(*uicontrol.AppOptions)
 }
 
 // Types the suite's app handles.
@@ -130,6 +135,9 @@ func (h *h) app(mod func(*uicontrol.AppOptions)) *uicontrol.App {
 	}
 	if mod != nil {
 		mod(&opts)
+	}
+	if h.appMod != nil {
+		h.appMod(&opts)
 	}
 	app := uicontrol.NewApp(&opts)
 	registerActions(app)

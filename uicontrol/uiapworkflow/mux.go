@@ -22,8 +22,9 @@ const ExtWorkflow = "agentry.workflow"
 // agentry serve sets it from the WebSocket URL's ?workflow=), the one the
 // session.initialize's ext entry ExtWorkflow names, or the engine's
 // first workflow by name (the only one, usually). A session.resume goes
-// to the workflow whose session it names. Its methods are safe for
-// concurrent use.
+// to the workflow whose session it names — also one another replica
+// started, when Options.App.Sessions is a store they share. Its methods
+// are safe for concurrent use.
 type Mux struct {
 	servers map[string]*Server
 	order   []string
@@ -92,6 +93,12 @@ func (m *Mux) Serve(ctx context.Context, t uicontrol.Transport) error {
 			if m.servers[n].knows(msg.Payload.SessionID) {
 				name = n
 				break
+			}
+		}
+		if s := m.servers[m.order[0]]; name == "" && s.opts.App.Sessions != nil && msg.Payload.SessionID != "" {
+			// Started by another replica: the store names the workflow.
+			if data, _ := s.lookup(ctx, msg.Payload.SessionID); data != nil && m.servers[data.Workflow] != nil {
+				name = data.Workflow
 			}
 		}
 	}

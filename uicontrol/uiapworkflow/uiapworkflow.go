@@ -19,7 +19,10 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/agentry-dev/agentry/internal/uiapsession"
 	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/workflow"
@@ -54,7 +57,10 @@ var riskRank = map[uicontrol.Risk]int{uicontrol.RiskLow: 1, uicontrol.RiskMedium
 // Options configures a Server. The zero value works.
 type Options struct {
 	// App configures each session's uicontrol.App (source, heartbeat,
-	// policy, rate limit, logger…).
+	// policy, rate limit, logger…). With App.Sessions, a session's
+	// stored record also names its workflow and UAIP session, so that a
+	// Server sharing the store (another replica) resumes it: it takes up
+	// the UAIP session and serves its current document.
 	App uicontrol.AppOptions
 }
 
@@ -106,7 +112,10 @@ func (s *Server) Serve(ctx context.Context, t uicontrol.Transport) error {
 // serve runs a connection whose first message, already received, is
 // first.
 func (s *Server) serve(ctx context.Context, t uicontrol.Transport, first []byte) error {
-	b := s.route(first)
+	b, refusal := s.route(ctx, first)
+	if refusal != nil {
+		refuse(ctx, t, first, s.opts.App.Source, refusal)
+	}
 	if b == nil {
 		_ = t.Close()
 		return uicontrol.ErrClosed
@@ -124,8 +133,11 @@ func (s *Server) knows(id string) bool {
 }
 
 // route returns the binding a connection whose first message is first
-// belongs to: the resumed session's, or a new one.
-func (s *Server) route(first []byte) *binding {
+// belongs to: the resumed session's, one taken up from the store for a
+// session another Server started, or a new one. When the store names a
+// UAIP session that cannot be taken up it returns no binding and the
+// error answering first.
+func (s *Server) route(ctx context.Context, first []byte) (*binding, *uicontrol.Error) {
 	var m struct {
 		Type    string `json:"type"`
 		Payload struct {
@@ -133,20 +145,120 @@ func (s *Server) route(first []byte) *binding {
 		} `json:"payload"`
 	}
 	_ = json.Unmarshal(first, &m) // the app decodes it strictly
+	id := m.Payload.SessionID
+	resume := m.Type == uiapwire.TypeResume && id != ""
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
-		return nil
+		s.mu.Unlock()
+		return nil, nil
 	}
-	if m.Type == uiapwire.TypeResume {
-		if b := s.sessions[m.Payload.SessionID]; b != nil {
-			b.conns++
-			return b
+	known := s.sessions[id]
+	if resume && known != nil && s.opts.App.Sessions == nil {
+		known.conns++
+		s.mu.Unlock()
+		return known, nil
+	}
+	s.mu.Unlock()
+	var taken *binding
+	if resume && s.opts.App.Sessions != nil {
+		data, version := s.lookup(ctx, id)
+		if known != nil && (data == nil || version == known.held.Load()) {
+			// Held here, at the version stored (or the store cannot say):
+			// the binding's app resumes it.
+			s.mu.Lock()
+			if s.sessions[id] == known && !s.closed {
+				known.conns++
+				s.mu.Unlock()
+				return known, nil
+			}
+			s.mu.Unlock()
+		}
+		// Otherwise another replica resumed it since: this binding's
+		// document may be stale, so a new binding takes the session up.
+		if data != nil && data.Workflow == s.wf.Name {
+			b, err := s.takeUp(ctx, id, data.UAIPSession)
+			if err != nil {
+				return nil, err
+			}
+			taken = b
 		}
 	}
-	b := &binding{srv: s, app: uicontrol.NewApp(&s.opts.App), conns: 1}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closed:
+		if taken != nil {
+			_ = taken.app.Close()
+		}
+		return nil, nil
+	case taken != nil:
+		if b := s.sessions[id]; b != nil && b != known { // taken up meanwhile by another connection
+			b.conns++
+			_ = taken.app.Close()
+			return b, nil
+		}
+		taken.uiapID = id
+		s.sessions[id] = taken
+		s.live[taken] = struct{}{}
+		return taken, nil
+	}
+	b := s.newBinding()
 	s.live[b] = struct{}{}
+	return b, nil
+}
+
+// newBinding returns a binding with an app of its own, whose stored
+// sessions (if the app stores them) name the binding's workflow and UAIP
+// session.
+func (s *Server) newBinding() *binding {
+	b := &binding{srv: s, conns: 1}
+	opts := s.opts.App
+	if opts.Sessions != nil {
+		opts.Sessions = bindingStore{Store: opts.Sessions, b: b}
+	}
+	b.app = uicontrol.NewApp(&opts)
 	return b
+}
+
+// lookup returns what the store holds for the UIAP session id about the
+// workflow it drives, and the session's version; nil if nothing.
+func (s *Server) lookup(ctx context.Context, id string) (*appData, int64) {
+	rec, err := s.opts.App.Sessions.Get(ctx, id, time.Now())
+	if err != nil {
+		if !errors.Is(err, uiapsession.ErrNotFound) {
+			s.logger().Warn("uiapworkflow: reading a stored UIAP session failed", "session", id, "error", err)
+		}
+		return nil, 0 // the app answers the resume
+	}
+	data, err := decodeAppData(rec.App)
+	if err != nil {
+		s.logger().Warn("uiapworkflow: a stored UIAP session names no workflow session", "session", id, "error", err)
+		return nil, 0
+	}
+	return data, rec.Version
+}
+
+// takeUp returns a binding for the UIAP session id, started by another
+// Server, that drives the UAIP session uaipID: its app serves the
+// session's current document. The app then resumes the UIAP session.
+func (s *Server) takeUp(ctx context.Context, id, uaipID string) (*binding, *uicontrol.Error) {
+	sess, err := s.engine.Session(ctx, uaipID)
+	if err != nil {
+		if errors.Is(err, workflow.ErrSessionNotFound) {
+			return nil, uicontrol.NewError(uicontrol.CodeUnknownSession, fmt.Sprintf("session %q is not known or not resumable", id))
+		}
+		s.logger().Warn("uiapworkflow: reading a workflow session failed", "workflow", s.wf.Name, "error", err)
+		return nil, uicontrol.NewError(uicontrol.CodeInternalError, "internal error")
+	}
+	b := s.newBinding()
+	b.once.Do(func() { b.uaipID = sess.ID })
+	b.registerActions()
+	if _, err := b.app.SetCapabilities(ctx, s.document(sess), ""); err != nil {
+		_ = b.app.Close()
+		s.logger().Warn("uiapworkflow: publishing a workflow session's document failed", "workflow", s.wf.Name, "error", err)
+		return nil, uicontrol.NewError(uicontrol.CodeInternalError, "internal error")
+	}
+	return b, nil
 }
 
 // release ends a connection of b; an app whose session is gone (or was
@@ -222,6 +334,9 @@ type binding struct {
 	once   sync.Once
 	uaipID string // set once, by start
 	err    error
+	// held is the version of the stored UIAP session the app holds
+	// (bindingStore keeps it), 0 for none.
+	held atomic.Int64
 
 	// guarded by srv.mu
 	uiapID   string
@@ -410,4 +525,72 @@ func messageType(msg []byte) string {
 	}
 	_ = json.Unmarshal(msg, &m)
 	return m.Type
+}
+
+// appData is what a stored UIAP session (uiapsession.Session.App) holds
+// for this package: the workflow and the UAIP session it drives.
+type appData struct {
+	Workflow    string `json:"workflow"`
+	UAIPSession string `json:"uaipSession"`
+}
+
+// decodeAppData reads the appData of a stored session (bytes from the
+// database, perhaps written by another version of the package): a JSON
+// object whose workflow and uaipSession are non-empty strings; other
+// members are ignored.
+func decodeAppData(b []byte) (*appData, error) {
+	var d appData
+	if len(b) == 0 || b[0] != '{' || !json.Valid(b) {
+		return nil, errors.New("not a JSON object")
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, errors.New("workflow and uaipSession must be strings")
+	}
+	if d.Workflow == "" || d.UAIPSession == "" {
+		return nil, errors.New("workflow or uaipSession missing")
+	}
+	return &d, nil
+}
+
+// bindingStore is a binding's app's access to the store: a session it
+// creates is stored with the binding's workflow and UAIP session.
+type bindingStore struct {
+	uiapsession.Store
+	b *binding
+}
+
+func (s bindingStore) Create(ctx context.Context, sess *uiapsession.Session) error {
+	data, err := json.Marshal(&appData{Workflow: s.b.srv.wf.Name, UAIPSession: s.b.uaipID})
+	if err != nil {
+		return err
+	}
+	c := *sess
+	c.App = data
+	if err := s.Store.Create(ctx, &c); err != nil {
+		return err
+	}
+	s.b.held.Store(1)
+	return nil
+}
+
+func (s bindingStore) Claim(ctx context.Context, id string, h, next []byte, expires, now time.Time) (*uiapsession.Session, error) {
+	got, err := s.Store.Claim(ctx, id, h, next, expires, now)
+	if err == nil {
+		s.b.held.Store(got.Version)
+	}
+	return got, err
+}
+
+// Get finds a stored session only when it drives the binding's UAIP
+// session: a binding that was not taken up for it (Server.takeUp) must
+// not resume it — its app would serve another workflow session.
+func (s bindingStore) Get(ctx context.Context, id string, now time.Time) (*uiapsession.Session, error) {
+	rec, err := s.Store.Get(ctx, id, now)
+	if err != nil {
+		return nil, err
+	}
+	if data, err := decodeAppData(rec.App); err != nil || data.Workflow != s.b.srv.wf.Name || data.UAIPSession != s.b.uaipID {
+		return nil, uiapsession.ErrNotFound
+	}
+	return rec, nil
 }
