@@ -293,7 +293,7 @@ func (b *builder) agent(d *Definition) (server.Agent, []*Error) {
 		if !filepath.IsAbs(path) {
 			path = filepath.Join(filepath.Dir(d.file), path)
 		}
-		if p, err := govern.LoadRulePolicy(path); err != nil {
+		if p, err := readPolicy(path); err != nil {
 			errs = append(errs, d.errorAt("/govern/policy", err.Error()))
 		} else {
 			b.policies["agent:"+d.name] = p
@@ -769,4 +769,17 @@ func strictness(e govern.Effect) int {
 		return 1
 	}
 	return 2
+}
+
+// readPolicy reads the rule policy file at path.
+func readPolicy(path string) (*govern.RulePolicy, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	p, err := govern.ParseRulePolicy(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
 }

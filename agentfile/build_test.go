@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -237,6 +239,17 @@ tools:
 	}
 	if err := agentfile.Build(&server.Config{}, defs, nil); err == nil || !strings.Contains(err.Error(), "a.yaml:3: /govern/policy: ") || !strings.Contains(err.Error(), "nowhere.yaml") {
 		t.Errorf("a missing policy file: %v", err)
+	}
+	policy := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(policy, []byte("default: nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	invalid := agentDir(t, map[string]string{"a.yaml": "model: scripted:demo\ngovern:\n  policy: " + policy + "\n"})
+	if defs, err = agentfile.LoadDir(invalid); err != nil {
+		t.Fatal(err)
+	}
+	if err := agentfile.Build(&server.Config{}, defs, nil); err == nil || !strings.Contains(err.Error(), "a.yaml:3: /govern/policy: ") || !strings.Contains(err.Error(), "p.yaml: govern: policy") {
+		t.Errorf("an invalid policy file: %v", err)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"reflect"
 	"strings"
@@ -69,7 +68,7 @@ var AllowAll Policy = PolicyFunc(func(context.Context, PolicyInput) (Decision, e
 
 // RulePolicy is the built-in policy: an ordered list of rules, the first
 // that matches a call deciding it, and a default for calls no rule
-// matches. It is usually loaded from YAML (LoadRulePolicy):
+// matches. It is usually loaded from YAML (ParseRulePolicy):
 //
 //	default: allow
 //	rules:
@@ -117,21 +116,8 @@ type Condition struct {
 
 var validOps = map[string]bool{"eq": true, "ne": true, "gt": true, "ge": true, "lt": true, "le": true, "in": true, "exists": true, "absent": true, "matches": true}
 
-// LoadRulePolicy reads a RulePolicy from a YAML file (known fields only)
-// and validates it.
-func LoadRulePolicy(file string) (*RulePolicy, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	p, err := ParseRulePolicy(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	return p, nil
-}
-
-// ParseRulePolicy reads a RulePolicy from YAML and validates it.
+// ParseRulePolicy reads a RulePolicy from YAML (known fields only) and
+// validates it.
 func ParseRulePolicy(b []byte) (*RulePolicy, error) {
 	var p RulePolicy
 	d := yaml.NewDecoder(bytes.NewReader(b))

@@ -31,8 +31,12 @@ func governance(e *env, f *serveFlags, cfg *server.Config, defs []*agentfile.Def
 	}
 	var policy govern.Policy
 	if f.policy != "" {
-		if policy, err = govern.LoadRulePolicy(f.policy); err != nil {
+		b, err := os.ReadFile(f.policy)
+		if err != nil {
 			return nil, err
+		}
+		if policy, err = govern.ParseRulePolicy(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.policy, err)
 		}
 	}
 	if f.agentModel != "" { // refused early, as a usage error, not as the agent file's
