@@ -60,6 +60,22 @@ CREATE TABLE uamp_replay (
 	expires_at BIGINT NOT NULL,
 	PRIMARY KEY (sender, id)
 )`, `CREATE INDEX uamp_replay_expires_at ON uamp_replay (expires_at)`}},
+	{5, "UAMP streams kept for resume on any replica (UAMP-1.0 §5)", []string{`
+CREATE TABLE uamp_streams (
+	owner       TEXT NOT NULL,
+	stream_id   TEXT NOT NULL,
+	seq         BIGINT NOT NULL,
+	delta       TEXT,
+	request_id  TEXT,
+	next_seq    BIGINT,
+	final       BIGINT,
+	acked       BIGINT,
+	cancelled   BIGINT,
+	lease_until BIGINT,
+	expires_at  BIGINT,
+	PRIMARY KEY (owner, stream_id, seq)
+)`, `CREATE UNIQUE INDEX uamp_streams_request ON uamp_streams (owner, request_id)`,
+		`CREATE INDEX uamp_streams_expires_at ON uamp_streams (expires_at)`}},
 }
 
 // migrationLockKey is the PostgreSQL advisory lock serializing migrations

@@ -93,6 +93,8 @@ type Store struct {
 	queries *sessionQueries
 	// commits group-commits session writes (see committer).
 	commits *committer
+	// hub wakes the watchers of UAMP streams (streams.go).
+	hub *streamHub
 }
 
 // Open opens (creating it if needed) and migrates the store named by
@@ -135,6 +137,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		db.SetConnMaxIdleTime(0)
 	}
 	s := &Store{db: db, dialect: d}
+	s.hub = newStreamHub(s)
 	if rawURL != "memory:" {
 		// A bounded pool, all of it kept: database/sql's default (any
 		// number open, 2 kept idle) closes and reopens connections all the
@@ -228,6 +231,7 @@ func redact(raw string) string {
 // Close closes the database, once the session writes being committed
 // are; writes still queued fail with ErrClosed.
 func (s *Store) Close() error {
+	s.hub.close()
 	s.commits.close()
 	s.queries.close()
 	return s.db.Close()
