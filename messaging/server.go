@@ -579,11 +579,15 @@ func (s *Server) run(st *Stream, req *envelope.Envelope, sk, rk streamKey, kp *k
 	s.mu.Unlock()
 	if kp != nil {
 		closing := s.ctx.Err() != nil
-		if closing {
-			select {
-			case <-kp.kept:
-			case <-time.After(closeFlush):
+		select {
+		case <-st.ended:
+			if closing { // the end is in the ring: let the keeper store it
+				select {
+				case <-kp.kept:
+				case <-time.After(closeFlush):
+				}
 			}
+		default:
 		}
 		close(kp.unkeep)
 		<-kp.kept

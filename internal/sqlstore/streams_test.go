@@ -79,6 +79,22 @@ func TestUAMP_5_StreamLogReplicas(t *testing.T) {
 			if h, err := a.Head(ctx, k); err != nil || h.Acked < 0 {
 				t.Fatalf("a reads %+v, %v after b's ACK", h, err)
 			}
+			if name == "sqlite" {
+				return
+			}
+			// Now that a listens, each of b's changes wakes it (not only
+			// the wake-up of a's listener connecting).
+			for seq := int64(100); seq < 103; seq++ {
+				drain(changed)
+				if err := b.Ack(ctx, k, seq); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-changed:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("b's ACK %d did not wake a's watcher", seq)
+				}
+			}
 		})
 	}
 }

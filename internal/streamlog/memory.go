@@ -65,6 +65,7 @@ func (m *Memory) signal(k Key) {
 	}
 }
 
+// Create implements Store.Create.
 func (m *Memory) Create(ctx context.Context, h Head, t Terms) error {
 	now := time.Now()
 	m.mu.Lock()
@@ -90,6 +91,7 @@ func (m *Memory) Create(ctx context.Context, h Head, t Terms) error {
 	return nil
 }
 
+// Append implements Store.Append.
 func (m *Memory) Append(ctx context.Context, k Key, first int64, deltas [][]byte, final bool, keep int, t Terms) (Head, error) {
 	now := time.Now()
 	m.mu.Lock()
@@ -119,6 +121,7 @@ func (m *Memory) Append(ctx context.Context, k Key, first int64, deltas [][]byte
 	return st.headAt(now), nil
 }
 
+// Renew implements Store.Renew.
 func (m *Memory) Renew(ctx context.Context, k Key, t Terms) (Head, error) {
 	now := time.Now()
 	m.mu.Lock()
@@ -134,6 +137,7 @@ func (m *Memory) Renew(ctx context.Context, k Key, t Terms) (Head, error) {
 	return st.headAt(now), nil
 }
 
+// Head implements Store.Head.
 func (m *Memory) Head(ctx context.Context, k Key) (Head, error) {
 	now := time.Now()
 	m.mu.Lock()
@@ -145,6 +149,7 @@ func (m *Memory) Head(ctx context.Context, k Key) (Head, error) {
 	return st.headAt(now), nil
 }
 
+// Request implements Store.Request.
 func (m *Memory) Request(ctx context.Context, owner, requestID string) (Head, error) {
 	m.mu.Lock()
 	k, ok := m.requests[[2]string{owner, requestID}]
@@ -155,6 +160,7 @@ func (m *Memory) Request(ctx context.Context, owner, requestID string) (Head, er
 	return m.Head(ctx, k)
 }
 
+// Read implements Store.Read.
 func (m *Memory) Read(ctx context.Context, k Key, from int64, limit int) ([][]byte, Head, error) {
 	now := time.Now()
 	m.mu.Lock()
@@ -171,6 +177,7 @@ func (m *Memory) Read(ctx context.Context, k Key, from int64, limit int) ([][]by
 	return out, st.headAt(now), nil
 }
 
+// Ack implements Store.Ack.
 func (m *Memory) Ack(ctx context.Context, k Key, seq int64) error {
 	now := time.Now()
 	m.mu.Lock()
@@ -186,6 +193,7 @@ func (m *Memory) Ack(ctx context.Context, k Key, seq int64) error {
 	return nil
 }
 
+// Cancel implements Store.Cancel.
 func (m *Memory) Cancel(ctx context.Context, k Key) error {
 	now := time.Now()
 	m.mu.Lock()
@@ -202,6 +210,7 @@ func (m *Memory) Cancel(ctx context.Context, k Key) error {
 	return nil
 }
 
+// EndDead implements Store.EndDead.
 func (m *Memory) EndDead(ctx context.Context, k Key, seq int64, delta []byte, linger time.Duration) error {
 	now := time.Now()
 	m.mu.Lock()
@@ -221,6 +230,7 @@ func (m *Memory) EndDead(ctx context.Context, k Key, seq int64, delta []byte, li
 	return nil
 }
 
+// Delete implements Store.Delete.
 func (m *Memory) Delete(ctx context.Context, k Key) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -229,6 +239,7 @@ func (m *Memory) Delete(ctx context.Context, k Key) error {
 	return nil
 }
 
+// Sweep implements Store.Sweep.
 func (m *Memory) Sweep(ctx context.Context) error {
 	now := time.Now()
 	m.mu.Lock()
@@ -241,6 +252,7 @@ func (m *Memory) Sweep(ctx context.Context) error {
 	return nil
 }
 
+// Watch implements Store.Watch.
 func (m *Memory) Watch(k Key) (<-chan struct{}, func()) {
 	c := make(chan struct{}, 1)
 	m.mu.Lock()

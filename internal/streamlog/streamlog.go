@@ -126,6 +126,7 @@ type Store interface {
 	// Watch returns a channel that receives (best effort, coalesced)
 	// after k changes — through this store value, and through any other
 	// where the implementation can tell — and a function that stops the
-	// watch. Callers still poll: a change may go unsignalled.
+	// watch. Callers still poll: a change may go unsignalled, and a
+	// receive may come without one (after a reconnection, say).
 	Watch(k Key) (<-chan struct{}, func())
 }
