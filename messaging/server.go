@@ -535,7 +535,9 @@ func (s *Server) start(ctx context.Context, e *envelope.Envelope) (*Stream, erro
 			}
 			return nil, s.storeFailed(err)
 		}
+		st.mu.Lock()
 		st.stored, st.dirty = true, make(chan struct{}, 1)
+		st.mu.Unlock()
 		kp = &keeping{unkeep: make(chan struct{}), kept: make(chan struct{})}
 		s.wg.Add(1)
 		go s.keep(st, kp.unkeep, kp.kept)
