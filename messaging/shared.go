@@ -166,6 +166,14 @@ func (s *Server) keep(st *Stream, unkeep <-chan struct{}, kept chan<- struct{}) 
 		look = false
 		switch {
 		case !called:
+		case err == nil && h.Final && !(len(batch) > 0 && final):
+			// The store holds an end this keeper did not write: another
+			// Server ended the stream, having found this one's lease
+			// expired (a producer cut off, then back).
+			s.opts.Logger.Warn("uamp: stream taken over: its lease had expired", "stream_id", st.id)
+			st.unstore()
+			st.cancel(errTakenOver)
+			return
 		case err == nil:
 			failing = time.Time{}
 			if wrote {

@@ -395,6 +395,37 @@ func TestUAMP_5_ProducerDied(t *testing.T) {
 	}
 }
 
+// lapsing is a shared store in which one Server's lease lapses although
+// the Server runs: its renewals reach nothing (a producer stalled, or cut
+// off from the database and back).
+type lapsing struct{ streamlog.Store }
+
+func (l lapsing) Renew(ctx context.Context, k streamlog.Key, _ streamlog.Terms) (streamlog.Head, error) {
+	return l.Store.Head(ctx, k)
+}
+
+// TestUAMP_5_ProducerFenced: a producer whose lease lapsed while it ran
+// is ended by the Server a consumer resumes on (5.02); the producer
+// learns it at its next look at the store and its handler is cancelled,
+// rather than produce deltas nobody can read.
+func TestUAMP_5_ProducerFenced(t *testing.T) {
+	mem := streamlog.NewMemory()
+	h := newCounter(-1)
+	a := replicas(t, h, 1, lapsing{mem}, 300*time.Millisecond)[0]
+	b := replicas(t, Echo, 1, mem, 300*time.Millisecond)[0]
+	c := newSSEClient(t, a)
+	if status, werr := c.post(a, askFor("s-fenced", 2)); status != http.StatusAccepted {
+		t.Fatalf("ask: %d %+v", status, werr)
+	}
+	got := c.get(b, "s-fenced", "", 0)
+	if diff := cmp.Diff(seqRange(0, 3), seqs(got.deltas)); diff != "" || got.deltas[2].Type != envelope.DeltaError {
+		t.Fatalf("from b (-want +got)\n%s\n%q", diff, got.raw)
+	}
+	if err := h.waitEnded(t); !errors.Is(err, errTakenOver) {
+		t.Fatalf("the fenced producer ended with %v", err)
+	}
+}
+
 // TestUAMP_5_ProducerDiedBeforeResume: a resume on another Server after
 // the producer died, where nothing stored is left to deliver, gets the
 // 5.02 end at once; one past what was stored is refused with 5.02 (HTTP
