@@ -6,7 +6,8 @@
 // UAIP-0.1 (github.com/concierge-hq/uaip), Store.Sessions; and the hash-chained
 // govern.Journal of UAICP-0.3 §5.4 (github.com/UAICP/uaicp), Store.Journal,
 // with the cursors of its audit export, Store.AuditCursor; and the UAMP
-// replay window of UAMP-1.0 §6 (uamp.dev), Store.ReplayStore.
+// replay window of UAMP-1.0 §6 (uamp.dev), Store.ReplayStore, whose value
+// also keeps UAMP streams (§5) for replicas to resume (streamlog.Store).
 //
 //	st, err := sqlstore.Open(ctx, "sqlite:///var/lib/agentry/agentry.db")
 //	defer st.Close()
