@@ -14,6 +14,8 @@ type Code string
 
 // The error codes of §9, and three extensions (4.00, 4.15, 5.00) for the
 // failures §9 has no row for; docs/spec-notes/uamp.md, "Error codes".
+// A fourth, 5.02 (codeProducerDied), ends a stream whose producer died
+// (package messaging, with Options.Streams).
 const (
 	CodeBadRequest           Code = "4.00" // extension: malformed envelope, delta or manifest
 	CodeUnauthenticated      Code = "4.01"
@@ -23,6 +25,10 @@ const (
 	CodeUnsupportedMediaType Code = "4.15" // extension
 	CodeInternal             Code = "5.00" // extension
 	CodeBusy                 Code = "5.04"
+
+	// codeProducerDied is not exported: only package messaging writes it,
+	// and a peer reads it as any code, from its message.
+	codeProducerDied Code = "5.02"
 )
 
 // codeInfo is a code's row: its meaning, whether a sender may retry,
@@ -40,12 +46,13 @@ var codeInfo = map[Code]struct {
 	CodeUnsupportedMediaType: {"unsupported media type", false, http.StatusUnsupportedMediaType},
 	CodeInternal:             {"internal error", false, http.StatusInternalServerError},
 	CodeBusy:                 {"backend busy", true, http.StatusServiceUnavailable},
+	codeProducerDied:         {"stream producer died", false, http.StatusBadGateway},
 }
 
 // HTTPStatus returns the HTTP status a binding answers c with (DESIGN
 // §5): 4.01→401, 4.03→403, 4.09→409, 4.13→413, 5.04→503 (with
-// Retry-After), and for the extensions 4.00→400, 4.15→415, 5.00→500. An
-// unknown code maps to 500.
+// Retry-After), and for the extensions 4.00→400, 4.15→415, 5.00→500,
+// 5.02→502. An unknown code maps to 500.
 func (c Code) HTTPStatus() int {
 	if i, ok := codeInfo[c]; ok {
 		return i.status

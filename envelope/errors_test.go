@@ -28,6 +28,7 @@ func TestUAMP_9_ErrorCodes(t *testing.T) {
 		{envelope.CodeBadRequest, "4.00", false, http.StatusBadRequest},
 		{envelope.CodeUnsupportedMediaType, "4.15", false, http.StatusUnsupportedMediaType},
 		{envelope.CodeInternal, "5.00", false, http.StatusInternalServerError},
+		{"5.02", "5.02", false, http.StatusBadGateway}, // a stream's producer died (messaging)
 	}
 	for _, c := range cases {
 		t.Run(string(c.code), func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/envelope"
+	"github.com/agentry-dev/agentry/internal/streamlog"
 )
 
 // mediaType is the media type of an envelope on the HTTP binding (§11,
@@ -130,6 +131,14 @@ type Options struct {
 	RetryAfter time.Duration
 	// Logger receives handler panics and failures; default slog.Default().
 	Logger *slog.Logger
+	// Streams, when set, keeps every stream in a store other Servers
+	// share — replicas of one service on one database; agentry serve
+	// sets it on PostgreSQL — so that a consumer resumes a stream (GET
+	// /v1/stream/{id} with Last-Event-ID), ACKs it and cancels it
+	// through any of them while its producer lives, and learns, with an
+	// error delta 5.02, when the producer died. nil (the default) keeps
+	// streams in this Server's memory only.
+	Streams streamlog.Store
 }
 
 // Server is an http.Handler serving UAMP over HTTP/2 + SSE (POST
@@ -144,6 +153,7 @@ type Server struct {
 	ctx     context.Context
 	stop    context.CancelFunc
 
+	shared    *sharing // nil without Options.Streams
 	mu        sync.Mutex
 	byStream  map[streamKey]*Stream
 	byRequest map[streamKey]*Stream
@@ -206,6 +216,11 @@ func NewServer(h Handler, opts *Options) *Server {
 	s.mux.HandleFunc("POST "+pathMessages, s.postMessage)
 	s.mux.HandleFunc("GET "+pathStream+"{id}", s.getStream)
 	s.mux.HandleFunc("GET "+pathWebSocket, s.serveWebSocket)
+	if o.Streams != nil {
+		s.shared = newSharing(o.Streams, o.Linger)
+		s.wg.Add(1)
+		go s.sweepShared()
+	}
 	return s
 }
 
@@ -384,7 +399,7 @@ func (s *Server) dispatch(ctx context.Context, e *envelope.Envelope) (result, er
 		if err := s.checkFresh(ctx, e); err != nil {
 			return result{}, err
 		}
-		st, err := s.start(e)
+		st, err := s.start(ctx, e)
 		return result{stream: st, started: true}, err
 	case envelope.IntentProgress:
 		seq, err := ackSeq(e)
@@ -436,10 +451,17 @@ func (s *Server) lookupRequest(owner, id string) (*Stream, error) {
 	st := s.byRequest[streamKey{owner, key}]
 	s.mu.Unlock()
 	if st == nil {
-		return nil, noStream("no stream for request " + id)
+		e := noStream("no stream for request " + id)
+		e = envelope.NewError(e.Code, e.Message, errNoRequest)
+		e.Retry = false
+		return nil, e
 	}
 	return st, nil
 }
+
+// errNoRequest is the cause of lookupRequest's refusal: the request may
+// be another Server's (Options.Streams).
+var errNoRequest = errors.New("messaging: no stream for the request here")
 
 func noStream(msg string) *envelope.Error {
 	e := envelope.NewError(envelope.CodeMissingDeltaSeq, msg, nil)
@@ -464,7 +486,7 @@ func validStreamID(id string) bool {
 }
 
 // start opens the stream of request e and runs the handler.
-func (s *Server) start(e *envelope.Envelope) (*Stream, error) {
+func (s *Server) start(ctx context.Context, e *envelope.Envelope) (*Stream, error) {
 	reqID, _ := envelope.ParseID(e.ID)
 	id := e.StreamID
 	if id == "" {
@@ -495,15 +517,53 @@ func (s *Server) start(e *envelope.Envelope) (*Stream, error) {
 		return nil, e
 	}
 	s.byStream[sk], s.byRequest[rk] = st, st
-	s.wg.Add(1)
 	s.mu.Unlock()
-	go s.run(st, e, sk, rk)
+	var kp *keeping
+	if s.shared != nil {
+		cctx, cancel := context.WithTimeout(ctx, s.shared.call)
+		err := s.shared.store.Create(cctx, streamlog.Head{Key: st.key(), RequestID: reqID}, s.shared.terms)
+		cancel()
+		if err != nil {
+			s.mu.Lock()
+			delete(s.byStream, sk)
+			delete(s.byRequest, rk)
+			s.mu.Unlock()
+			if errors.Is(err, streamlog.ErrExists) {
+				e := envelope.NewError(envelope.CodeMissingDeltaSeq, "stream_id "+strconv.Quote(id)+" is in use", err)
+				e.Retry = false
+				return nil, e
+			}
+			return nil, s.storeFailed(err)
+		}
+		st.mu.Lock()
+		st.stored, st.dirty = true, make(chan struct{}, 1)
+		st.mu.Unlock()
+		kp = &keeping{unkeep: make(chan struct{}), kept: make(chan struct{})}
+		s.wg.Add(1)
+		go s.keep(st, kp.unkeep, kp.kept)
+	}
+	s.wg.Add(1)
+	go s.run(st, e, sk, rk, kp)
 	return st, nil
 }
 
+// keeping is the keeper of a stream kept in the shared store: run closes
+// unkeep to stop it, the keeper closes kept when it stopped.
+type keeping struct {
+	unkeep chan struct{}
+	kept   chan struct{}
+}
+
+// closeFlush is how long a closing Server waits for a stream's final
+// delta to be stored, so that a consumer resuming on another Server
+// reads how the stream ended.
+const closeFlush = 2 * time.Second
+
 // run runs the handler of st, ends the stream and keeps it for resume
-// until its final delta is ACKed or Linger passes.
-func (s *Server) run(st *Stream, req *envelope.Envelope, sk, rk streamKey) {
+// until its final delta is ACKed or Linger passes; a stream kept in the
+// shared store is then deleted from it (unless the Server is closing:
+// other Servers are to read its end there).
+func (s *Server) run(st *Stream, req *envelope.Envelope, sk, rk streamKey, kp *keeping) {
 	defer s.wg.Done()
 	err := s.serve(st, req)
 	st.finish(s.ctx, err, s.opts.Linger)
@@ -519,6 +579,28 @@ func (s *Server) run(st *Stream, req *envelope.Envelope, sk, rk streamKey) {
 	delete(s.byStream, sk)
 	delete(s.byRequest, rk)
 	s.mu.Unlock()
+	if kp != nil {
+		closing := s.ctx.Err() != nil
+		select {
+		case <-st.ended:
+			if closing { // the end is in the ring: let the keeper store it
+				select {
+				case <-kp.kept:
+				case <-time.After(closeFlush):
+				}
+			}
+		default:
+		}
+		close(kp.unkeep)
+		<-kp.kept
+		if !closing {
+			ctx, cancel := context.WithTimeout(context.Background(), s.shared.call)
+			if err := s.shared.store.Delete(ctx, st.key()); err != nil {
+				s.opts.Logger.Warn("uamp: cannot delete a released stream from the store; it expires", "stream_id", st.id, "error", err)
+			}
+			cancel()
+		}
+	}
 }
 
 func (s *Server) serve(st *Stream, req *envelope.Envelope) (err error) {
@@ -556,6 +638,9 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var res result
 		res, err = s.dispatch(r.Context(), e)
+		if err != nil && s.shared != nil && errors.Is(err, errNoRequest) {
+			err = s.dispatchStored(r.Context(), e, err)
+		}
 		if err == nil {
 			if res.started {
 				w.Header().Set("Location", pathStream+url.PathEscape(res.stream.id))
@@ -586,18 +671,18 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	st := s.byStream[streamKey{principal, r.PathValue("id")}]
 	s.mu.Unlock()
+	if st == nil && s.shared != nil {
+		s.followStored(w, r, principal, r.PathValue("id"))
+		return
+	}
 	if st == nil {
 		s.writeErrorStatus(w, http.StatusNotFound, principal, "", noStream("no such stream"))
 		return
 	}
-	from := int64(0)
-	if last := r.Header.Get("Last-Event-ID"); last != "" {
-		n, err := strconv.ParseInt(last, 10, 64)
-		if err != nil || n < 0 {
-			s.writeError(w, principal, "", envelope.NewError(envelope.CodeBadRequest, "Last-Event-ID must be a delta_seq", nil))
-			return
-		}
-		from = n + 1
+	from, err := lastEventID(r)
+	if err != nil {
+		s.writeError(w, principal, "", err)
+		return
 	}
 	c, err := st.attach(from)
 	if err != nil {
@@ -634,6 +719,19 @@ func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// lastEventID returns the delta_seq after Last-Event-ID, 0 without it.
+func lastEventID(r *http.Request) (int64, error) {
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(last, 10, 64)
+	if err != nil || n < 0 {
+		return 0, envelope.NewError(envelope.CodeBadRequest, "Last-Event-ID must be a delta_seq", nil)
+	}
+	return n + 1, nil
 }
 
 // sseFrame appends a delta as one SSE event whose id is its delta_seq.

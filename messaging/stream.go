@@ -41,6 +41,14 @@ type Stream struct {
 	ended     chan struct{} // closed once the final delta is in the log
 	released  chan struct{} // closed once the final delta is ACKed
 	touched   time.Time     // last ACK or attach
+
+	// When the Server keeps its streams in a shared store
+	// (Options.Streams), its keeper (shared.go) stores the deltas, and a
+	// delta's ring slot is reused only once the delta is stored too: the
+	// window bounds the deltas neither ACKed nor stored.
+	stored  bool          // the keeper stores the deltas
+	flushed int64         // delta_seq of the next delta to store
+	dirty   chan struct{} // cap 1: the keeper has work (a delta to store, a Send blocked)
 }
 
 // errCancelled is the cause of a stream's context when its requester
@@ -105,8 +113,11 @@ func (s *Stream) send(ctx context.Context, typ envelope.DeltaType, payload []byt
 			s.mu.Unlock()
 			return err
 		}
-		if s.next-s.acked-1 < int64(s.window) {
+		if s.next-s.floor()-1 < int64(s.window) {
 			break
+		}
+		if s.stored {
+			s.poke() // the consumer may ACK through another Server: the keeper looks
 		}
 		if s.idle > 0 && time.Since(s.touched) >= s.idle && !finishing {
 			s.mu.Unlock()
@@ -150,8 +161,35 @@ func (s *Stream) send(ctx context.Context, typ envelope.DeltaType, payload []byt
 	if s.reader != nil {
 		s.reader.signal()
 	}
+	if s.stored {
+		s.poke()
+	}
 	s.mu.Unlock()
 	return nil
+}
+
+// floor is the highest delta_seq whose ring slot may be reused: the
+// highest ACKed, and when the deltas are stored, stored too. s.mu is
+// held.
+func (s *Stream) floor() int64 {
+	if s.stored && s.flushed-1 < s.acked {
+		return s.flushed - 1
+	}
+	return s.acked
+}
+
+// poke wakes the keeper.
+func (s *Stream) poke() {
+	select {
+	case s.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// wakeProducer wakes a Send waiting for window space. s.mu is held.
+func (s *Stream) wakeProducer() {
+	close(s.space)
+	s.space = make(chan struct{})
 }
 
 // ack records that the consumer holds every delta up to seq. An ACK of a
@@ -170,8 +208,7 @@ func (s *Stream) ack(seq int64) error {
 		return nil
 	}
 	s.acked = seq
-	close(s.space)
-	s.space = make(chan struct{})
+	s.wakeProducer()
 	if s.state.terminal() && s.acked == s.next-1 {
 		select {
 		case <-s.released:

@@ -16,6 +16,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/approvalapi"
 	"github.com/agentry-dev/agentry/govern/audit"
+	"github.com/agentry-dev/agentry/internal/streamlog"
 	"github.com/agentry-dev/agentry/runs"
 	"github.com/agentry-dev/agentry/store"
 	"github.com/agentry-dev/agentry/web"
@@ -123,7 +124,15 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 		return nil, err
 	}
 	if c.UAMP != nil {
-		if s.uamp, err = newUAMPService(c.UAMP, s.st.Replay(), s.core.handler(), c.Agents, s.runs, c.Logger); err != nil {
+		// Replicas on one database share UAMP's streams: a consumer
+		// resumes on any of them. The SQL store's replay store keeps the
+		// streams too (internal/sqlstore); alone, a server keeps them in
+		// memory.
+		var streams streamlog.Store
+		if s.st.Shared() {
+			streams, _ = s.st.Replay().(streamlog.Store)
+		}
+		if s.uamp, err = newUAMPService(c.UAMP, s.st.Replay(), streams, s.core.handler(), c.Agents, s.runs, c.Logger); err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, s.uamp.close)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/envelope"
+	"github.com/agentry-dev/agentry/internal/streamlog"
 	"github.com/agentry-dev/agentry/messaging"
 	"github.com/agentry-dev/agentry/messaging/discovery"
 	"github.com/agentry-dev/agentry/messaging/grpcmsg"
@@ -42,7 +43,7 @@ type uampService struct {
 	table    atomic.Pointer[agentTable]
 }
 
-func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handler, agents []Agent, svc *runs.Service, logger *slog.Logger) (*uampService, error) {
+func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, streams streamlog.Store, plain http.Handler, agents []Agent, svc *runs.Service, logger *slog.Logger) (*uampService, error) {
 	switch {
 	case c.DID == "":
 		return nil, errors.New("server: UAMP needs a DID")
@@ -107,7 +108,7 @@ func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, plain http.Handle
 	replay := envelope.NewReplayWindow(&envelope.ReplayOptions{Store: replayStore})
 	u.uamp = messaging.NewServer(messaging.HandlerFunc(u.serveUAMP), &messaging.Options{
 		ID: c.DID, Hosts: u.hosts, Key: c.Key, Keys: trusted, Replay: replay,
-		Authenticate: authenticate, Logger: logger,
+		Authenticate: authenticate, Logger: logger, Streams: streams,
 	})
 	conf := messaging.RequestClientCertificates(messaging.TLSConfig(c.Certificate, nil))
 	mux := http.NewServeMux()

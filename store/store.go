@@ -150,7 +150,9 @@ func (s *Store) Checkpoints() agent.CheckpointStore { return s.checkpoints }
 // Journal returns the governance journal.
 func (s *Store) Journal() govern.Journal { return s.journal }
 
-// Replay returns the store of the UAMP replay window.
+// Replay returns the store of the UAMP replay window. On a database
+// (sqlite:, postgres:) the value also keeps UAMP streams, which a server
+// on a shared store (Shared) uses to let a stream resume on any replica.
 func (s *Store) Replay() envelope.ReplayStore { return s.replay }
 
 // UIAPSessions returns the store of app-side UIAP sessions (UIAP Core

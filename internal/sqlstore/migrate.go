@@ -84,6 +84,22 @@ CREATE TABLE uiap_session_events (
 	event      TEXT NOT NULL,
 	PRIMARY KEY (session_id, seq)
 )`}},
+	{7, "UAMP streams kept for resume on any replica (UAMP-1.0 §5)", []string{`
+CREATE TABLE uamp_streams (
+	owner       TEXT NOT NULL,
+	stream_id   TEXT NOT NULL,
+	seq         BIGINT NOT NULL,
+	delta       TEXT,
+	request_id  TEXT,
+	next_seq    BIGINT,
+	final       BIGINT,
+	acked       BIGINT,
+	cancelled   BIGINT,
+	lease_until BIGINT,
+	expires_at  BIGINT,
+	PRIMARY KEY (owner, stream_id, seq)
+)`, `CREATE UNIQUE INDEX uamp_streams_request ON uamp_streams (owner, request_id)`,
+		`CREATE INDEX uamp_streams_expires_at ON uamp_streams (expires_at)`}},
 }
 
 // migrationLockKey is the PostgreSQL advisory lock serializing migrations

@@ -16,13 +16,19 @@ import (
 // pair accepted by one is refused by every other.
 //
 //	guard := envelope.NewReplayWindow(&envelope.ReplayOptions{Store: st.ReplayStore()})
-func (s *Store) ReplayStore() envelope.ReplayStore { return &replayStore{s: s} }
+//
+// The value is also the store of UAMP streams on the same database, a
+// streamlog.Store (streams.go): what UAMP needs of the database comes
+// together, through the one accessor store.Store has for it.
+func (s *Store) ReplayStore() envelope.ReplayStore { return &uampStore{s: s} }
 
 // replaySweepEvery is how many Remember calls pass between deletions of
 // expired pairs.
 const replaySweepEvery = 1024
 
-type replayStore struct {
+// uampStore is UAMP's state in the database: the replay window
+// (envelope.ReplayStore) and the streams (streamlog.Store).
+type uampStore struct {
 	s     *Store
 	calls atomic.Uint64
 }
@@ -32,7 +38,7 @@ type replayStore struct {
 // expired is left alone, and no row changed means a replay. The
 // statement is atomic in both databases, so of concurrent calls with one
 // pair exactly one changes a row.
-func (r *replayStore) Remember(ctx context.Context, from, id string, expires, now time.Time) (err error) {
+func (r *uampStore) Remember(ctx context.Context, from, id string, expires, now time.Time) (err error) {
 	defer r.s.mark(&err)
 	unlock, err := r.s.lockWrites(ctx)
 	if err != nil {

@@ -6,9 +6,10 @@
 // UAIP-0.1 (github.com/concierge-hq/uaip), Store.Sessions; and the hash-chained
 // govern.Journal of UAICP-0.3 §5.4 (github.com/UAICP/uaicp), Store.Journal,
 // with the cursors of its audit export, Store.AuditCursor; the UAMP
-// replay window of UAMP-1.0 §6 (uamp.dev), Store.ReplayStore; and the
-// app-side UIAP sessions of UIAP Core 0.1 §8.2 (uiap.dev) that replicas
-// share, Store.UIAPSessions.
+// replay window of UAMP-1.0 §6 (uamp.dev), Store.ReplayStore, whose value
+// also keeps UAMP streams (§5) for replicas to resume (streamlog.Store);
+// and the app-side UIAP sessions of UIAP Core 0.1 §8.2 (uiap.dev) that
+// replicas share, Store.UIAPSessions.
 //
 //	st, err := sqlstore.Open(ctx, "sqlite:///var/lib/agentry/agentry.db")
 //	defer st.Close()
@@ -95,6 +96,8 @@ type Store struct {
 	queries *sessionQueries
 	// commits group-commits session writes (see committer).
 	commits *committer
+	// hub wakes the watchers of UAMP streams (streams.go).
+	hub *streamHub
 }
 
 // Open opens (creating it if needed) and migrates the store named by
@@ -137,6 +140,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 		db.SetConnMaxIdleTime(0)
 	}
 	s := &Store{db: db, dialect: d}
+	s.hub = newStreamHub(s)
 	if rawURL != "memory:" {
 		// A bounded pool, all of it kept: database/sql's default (any
 		// number open, 2 kept idle) closes and reopens connections all the
@@ -230,6 +234,7 @@ func redact(raw string) string {
 // Close closes the database, once the session writes being committed
 // are; writes still queued fail with ErrClosed.
 func (s *Store) Close() error {
+	s.hub.close()
 	s.commits.close()
 	s.queries.close()
 	return s.db.Close()
