@@ -29,14 +29,6 @@ const (
 // leaves alone.
 const nodeLeasePrefix = "node:"
 
-// nowMS is the database's clock in Unix milliseconds, as SQL.
-func (s *Store) nowMS() string {
-	if s.dialect == postgres {
-		return `(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT`
-	}
-	return `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`
-}
-
 func ttlMS(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
 
 // Claim implements the governor's lease interface (govern.Options.Lease).
