@@ -381,3 +381,66 @@ func TestReplicas_OneNodeNameOneProcess(t *testing.T) {
 	b := startServer(t, "--store", store, "--data", t.TempDir(), "--node", "same", "--tls-addr", "")
 	b.stop(t)
 }
+
+// TestReplicas_OneAuditExportForAll: two replicas given the same export
+// (one --audit-log path, as on a shared volume) share its cursor; one
+// replica at a time holds the export, so every journal record is in the
+// file once — not once from each replica.
+func TestReplicas_OneAuditExportForAll(t *testing.T) {
+	base, u := postgresURL(t)
+	store := freshSchema(t, base, u.Host)
+	shared := filepath.Join(t.TempDir(), "audit.jsonl")
+	logs := []string{shared, shared}
+	var replicas []*server
+	for i, log := range logs {
+		replicas = append(replicas, startServer(t, "--store", store, "--data", t.TempDir(), "--node", fmt.Sprintf("r%d", i), "--audit-log", log, "--tls-addr", ""))
+	}
+	// Runs in rounds, apart by more than an exporter's poll interval, so
+	// that every exporter that runs sees each round.
+	for i := range 8 {
+		code, body := postJSON(t, replicas[i%2].URL+"/v1/runs", fmt.Sprintf(`{"agent":"support","input":"where is o-%d","wait":true}`, 1001+i))
+		if code != http.StatusOK {
+			t.Fatalf("run %d: %d %s", i, code, body)
+		}
+		if i%2 == 1 {
+			time.Sleep(1500 * time.Millisecond)
+		}
+	}
+	for _, r := range replicas {
+		r.stop(t)
+	}
+	db, err := sql.Open("pgx", store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var records int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM governance_journal`).Scan(&records); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]int{}
+	for _, log := range logs[:1] {
+		b, err := os.ReadFile(log)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line == "" {
+				continue
+			}
+			rec, err := journal.DecodeRecord([]byte(line))
+			if err != nil {
+				t.Fatalf("%s: %v", log, err)
+			}
+			seen[rec.Seq]++
+		}
+	}
+	if records == 0 || len(seen) != records {
+		t.Errorf("%d of %d journal records exported", len(seen), records)
+	}
+	for seq, n := range seen {
+		if n > 1 {
+			t.Errorf("record %d exported %d times", seq, n)
+		}
+	}
+}

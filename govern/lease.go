@@ -30,8 +30,9 @@ type leaser interface {
 	// fails with ErrLeased when another owner holds it, and ErrRunClosed
 	// when it ended.
 	Claim(ctx context.Context, key, owner string, ttl time.Duration) (uint64, error)
-	// ClaimExpired claims for owner, at most limit, run leases whose
-	// holder let them expire, and returns their new epochs by request ID.
+	// ClaimExpired claims for owner, at most limit, run leases (keys
+	// without a colon: other leases, such as "node:" ones, are not runs)
+	// whose holder let them expire, and returns their new epochs by request ID.
 	// Leases other processes are claiming at the same moment are skipped,
 	// not waited for.
 	ClaimExpired(ctx context.Context, owner string, ttl time.Duration, limit int) (map[string]uint64, error)

@@ -163,7 +163,7 @@ func (j *memoryJournal) ClaimExpired(_ context.Context, owner string, ttl time.D
 		if len(out) >= limit {
 			break
 		}
-		if l.state == leaseRunning && !strings.HasPrefix(key, "node:") && now.After(l.expires) {
+		if l.state == leaseRunning && !strings.Contains(key, ":") && now.After(l.expires) {
 			l.owner, l.epoch, l.expires = owner, l.epoch+1, now.Add(ttl)
 			out[key] = l.epoch
 		}

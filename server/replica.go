@@ -7,10 +7,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/govern/audit"
 )
 
 // A replica's node name is held, like a run, by a lease ("node:" and the
@@ -109,4 +111,97 @@ func deadHere(holder string) bool {
 		return false // this process: another Server in it holds the name
 	}
 	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// auditLease returns the leases of the store's journal, when replicas
+// share it and the governance has a lease: then each audit export is
+// owned by one replica at a time (leasedAudit), so that replicas sharing
+// its cursor do not export every record once each.
+func (s *Server) auditLease() (leases, time.Duration, string, bool) {
+	g := s.cfg.Governance
+	if g == nil || g.Lease <= 0 || !s.st.Shared() {
+		return nil, 0, "", false
+	}
+	l, ok := s.st.Journal().(leases)
+	return l, g.Lease, g.Node, ok
+}
+
+// leasedAudit runs export x while this replica holds its lease
+// ("audit:" and its name), trying to claim it every third of the lease
+// while another replica holds it, until ctx ends. Each time it takes the
+// lease it starts from the stored cursor (a new Exporter); h tells which
+// exporter is current, none when the lease is another's.
+func (s *Server) leasedAudit(ctx context.Context, x AuditExport, l leases, lease time.Duration, node string, h *auditHold) {
+	key := "audit:" + x.Name
+	owner := node + "/" + nodeOwner()
+	wait := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(lease / 3):
+			return true
+		}
+	}
+	for {
+		epoch, err := l.Claim(ctx, key, owner, lease)
+		if err != nil {
+			if !errors.Is(err, govern.ErrLeased) && ctx.Err() == nil {
+				s.log.Warn("audit export: claiming the export", "export", x.Name, "error", err)
+			}
+			if !wait() {
+				return
+			}
+			continue
+		}
+		e := audit.NewExporter(s.st.Journal(), x.Sink, &audit.Options{Logger: s.log, Cursor: s.st.AuditCursor(x.Name)})
+		h.set(e, nil)
+		run, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); e.Run(run) }()
+		for wait() {
+			rctx, cancel := context.WithTimeout(ctx, lease/3)
+			lost, err := l.Renew(rctx, owner, lease, map[string]uint64{key: epoch})
+			cancel()
+			if err == nil && len(lost) == 0 {
+				continue
+			}
+			if len(lost) > 0 {
+				s.log.Warn("audit export: another replica took the export over", "export", x.Name)
+			}
+			if err != nil {
+				s.log.Warn("audit export: renewing the export's lease", "export", x.Name, "error", err)
+			}
+			break
+		}
+		stop()
+		<-done
+		if ctx.Err() != nil {
+			// Shutdown: the caller exports what is left, then releases
+			// the lease for another replica to go on at once.
+			h.set(e, func(ctx context.Context) { _ = l.Release(ctx, key, epoch) })
+			return
+		}
+		h.set(nil, nil)
+	}
+}
+
+// auditHold is what a replica holds of a leased audit export: its
+// current exporter (nil when another replica holds the export) and, once
+// it stopped, how to release the lease.
+type auditHold struct {
+	mu      sync.Mutex
+	e       *audit.Exporter
+	release func(context.Context)
+}
+
+func (h *auditHold) set(e *audit.Exporter, release func(context.Context)) {
+	h.mu.Lock()
+	h.e, h.release = e, release
+	h.mu.Unlock()
+}
+
+func (h *auditHold) get() (*audit.Exporter, func(context.Context)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.e, h.release
 }

@@ -278,20 +278,34 @@ func (s *Server) startAudit(x AuditExport) error {
 	if x.Name == "" || x.Sink == nil {
 		return errors.New("server: an audit export needs a Name and a Sink")
 	}
-	e := audit.NewExporter(s.st.Journal(), x.Sink, &audit.Options{Logger: s.log, Cursor: s.st.AuditCursor(x.Name)})
 	ctx, cancel := context.WithCancel(s.bg)
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.Run(ctx)
-	}()
+	h := &auditHold{} // the exporter to finish with at Shutdown
+	if l, lease, node, ok := s.auditLease(); ok {
+		go func() {
+			defer close(done)
+			s.leasedAudit(ctx, x, l, lease, node, h)
+		}()
+	} else {
+		e := audit.NewExporter(s.st.Journal(), x.Sink, &audit.Options{Logger: s.log, Cursor: s.st.AuditCursor(x.Name)})
+		h.set(e, nil)
+		go func() {
+			defer close(done)
+			e.Run(ctx)
+		}()
+	}
 	s.closers = append(s.closers, func() {
 		cancel()
 		<-done
 		final, cancelFinal := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancelFinal()
-		if _, err := e.ExportPending(final); err != nil {
-			s.log.Warn("audit export: records left for the next start", "export", x.Name, "error", err)
+		if e, release := h.get(); e != nil {
+			if _, err := e.ExportPending(final); err != nil {
+				s.log.Warn("audit export: records left for the next start", "export", x.Name, "error", err)
+			}
+			if release != nil {
+				release(final)
+			}
 		}
 		if c, ok := x.Sink.(io.Closer); ok {
 			c.Close()

@@ -13,7 +13,8 @@ import (
 )
 
 // Leases (govern.Options.Lease) are rows of governance_leases: lease_key (a
-// run's request ID, or "node:" and a node name), owner, epoch, state —
+// run's request ID; other leases have a key with a colon: "node:" and a
+// node name, "audit:" and an export's name), owner, epoch, state —
 // running (held until expires_at), released (claimable), ended (a run
 // that ended: never claimed again) — and expires_at in Unix milliseconds
 // of the database's clock: no process's clock decides who holds a lease.
@@ -25,9 +26,6 @@ const (
 	leaseEnded    = "ended"
 )
 
-// nodeLeasePrefix starts the keys of node leases, which ClaimExpired
-// leaves alone.
-const nodeLeasePrefix = "node:"
 
 func ttlMS(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
 
@@ -88,7 +86,7 @@ func (j *sqlJournal) ClaimExpired(ctx context.Context, owner string, ttl time.Du
 	}
 	defer unlock()
 	pick := `SELECT lease_key FROM governance_leases WHERE state = 'running' AND expires_at < ` + s.nowMS() +
-		` AND lease_key NOT LIKE 'node:%' ORDER BY expires_at LIMIT ` + strconv.Itoa(limit)
+		` AND lease_key NOT LIKE '%:%' ORDER BY expires_at LIMIT ` + strconv.Itoa(limit)
 	if s.dialect == postgres {
 		pick += ` FOR UPDATE SKIP LOCKED` // replicas reaping at once share the work
 	}
