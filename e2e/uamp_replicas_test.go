@@ -243,6 +243,36 @@ func TestUAMP_5_StreamResumesOnAnyReplica(t *testing.T) {
 		return s.String()
 	}
 
+	// Both replicas publish one DID document: one key set (--uamp-key).
+	t.Run("OneKeySet", func(t *testing.T) {
+		var docs []string
+		for _, u := range []string{urlA, urlB} {
+			origin, err := url.Parse(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := peer.hc.Get("https://" + origin.Host + "/.well-known/did.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var doc struct {
+				VerificationMethod []struct {
+					PublicKeyJwk json.RawMessage `json:"publicKeyJwk"`
+				} `json:"verificationMethod"`
+			}
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &doc) != nil || len(doc.VerificationMethod) == 0 {
+				t.Fatalf("did.json of %s: %d %s", origin.Host, resp.StatusCode, b)
+			}
+			keys, _ := json.Marshal(doc.VerificationMethod)
+			docs = append(docs, string(keys))
+		}
+		if docs[0] != docs[1] {
+			t.Errorf("the replicas publish different keys:\n%s\n%s", docs[0], docs[1])
+		}
+	})
+
 	t.Run("ResumeOnTheOtherReplica", func(t *testing.T) {
 		peer.t = t
 		req := ask("e2e-resume", content)
