@@ -26,7 +26,6 @@ const (
 	leaseEnded    = "ended"
 )
 
-
 func ttlMS(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
 
 // Claim implements the governor's lease interface (govern.Options.Lease).
