@@ -92,6 +92,7 @@ func run() error {
 	flag.IntVar(&b.conc, "c", 16, "concurrent clients")
 	flag.StringVar(&b.lease, "lease", "30s", "--run-lease of the replicas")
 	rounds := flag.Int("rounds", 3, "measurements of each configuration, interleaved")
+	failover := flag.Bool("failover", true, "also measure failover (takes about a lease)")
 	flag.Parse()
 	if b.bin == "" || b.base == "" {
 		return errors.New("-bin and -store are required")
@@ -139,6 +140,9 @@ func run() error {
 			name := map[string]string{"runs": "governed runs (POST /v1/runs)", "uaip": "UAIP POST /initialize"}[kind]
 			fmt.Printf("| %s | %d | %.0f | %.0f | %.2f |\n", name, n, median(rs, func(r result) float64 { return r.rate }), cpu, cpu/one)
 		}
+	}
+	if !*failover {
+		return nil
 	}
 	d, err := b.failover()
 	if err != nil {
