@@ -35,9 +35,11 @@ type fixture struct {
 	// decision (its resume, if any, is then under way: svc.Wait waits
 	// for it).
 	onDecided func()
-	g         *govern.Governor
-	svc       *runs.Service
-	srv       *httptest.Server
+	// lease, when set, is the governor's run lease (govern.Options.Lease).
+	lease time.Duration
+	g     *govern.Governor
+	svc   *runs.Service
+	srv   *httptest.Server
 }
 
 // start builds a governor, the support agent and the service over the
@@ -46,7 +48,7 @@ func (f *fixture) start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var svc *runs.Service
-	g, err := govern.New(ctx, &govern.Options{Journal: f.journal, Keyring: f.keys,
+	g, err := govern.New(ctx, &govern.Options{Journal: f.journal, Keyring: f.keys, Lease: f.lease,
 		Classes:   []govern.TaskClass{builtin.SupportClass()},
 		Rollbacks: map[string]govern.RollbackFunc{builtin.RefundReversal: f.ledger.RollbackHandler()},
 		OnDecision: func(req govern.ApprovalRequest) {

@@ -240,6 +240,40 @@ func TestCancel_Paused(t *testing.T) {
 	}
 }
 
+// TestCancel_PausedRunClaimedElsewhere: with leases, a paused run that
+// another replica claimed (to resume it) meanwhile is not closed from
+// here: Cancel answers RunElsewhere (409), and the run stays paused.
+func TestCancel_PausedRunClaimedElsewhere(t *testing.T) {
+	ctx := ctxT(t)
+	f := newFixture(t)
+	f.lease = time.Hour
+	f.srv.Close()
+	f.start(t)
+	code, r := f.post(t, `{"agent":"support","input":"please refund o-1001","wait":true}`)
+	if code != 200 || r.Status != runs.Paused {
+		t.Fatalf("%d %+v", code, r)
+	}
+	other, ok := f.journal.(interface {
+		Claim(ctx context.Context, key, owner string, ttl time.Duration) (uint64, error)
+	})
+	if !ok {
+		t.Fatal("the memory journal keeps no leases")
+	}
+	if _, err := other.Claim(ctx, r.RequestID, "another-replica", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(f.srv.URL+"/v1/runs/"+r.RequestID+"/cancel", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, e := readError(t, resp); code != http.StatusConflict || e.Code != "RUN_ELSEWHERE" {
+		t.Errorf("POST cancel of a run another replica holds: %d %+v", code, e)
+	}
+	if got := f.get(t, r.RequestID); got.Status != runs.Paused {
+		t.Errorf("the run after the refused cancel: %+v", got)
+	}
+}
+
 // TestWait: Wait returns a run paused for a human at once, and after the
 // decision the run that followed, delivered; a run that does not settle
 // before ctx ends comes back as it is, with ctx's error; an unknown run
