@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
@@ -110,7 +109,7 @@ func deadHere(holder string) bool {
 	if pid == os.Getpid() {
 		return false // this process: another Server in it holds the name
 	}
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	return processGone(pid)
 }
 
 // auditLease returns the leases of the store's journal, when replicas
