@@ -444,3 +444,72 @@ func TestReplicas_OneAuditExportForAll(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicas_DecisionWakesAnotherReplica: UAICP-0.3 §4 with leases —
+// an approval decided on a replica that does not resume the run (it runs
+// no such agent; as well, it could have died right after the decision)
+// reaches the other replicas at once (PostgreSQL LISTEN/NOTIFY), and one
+// of them resumes and delivers the run: with an hour's lease their
+// reapers would not pass for 20 minutes. The refund happened once.
+func TestReplicas_DecisionWakesAnotherReplica(t *testing.T) {
+	base, u := postgresURL(t)
+	model := newFakeChat(t)
+	hooks := newSideEffects(t)
+	agents, others := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(agents, "support.yaml"), []byte(`description: support on webhooks
+model: compat:fake
+tools:
+  - webhook: {name: refund_order, url: "${HOOKS}/refund", risk: write_high_risk, rollback: {url: "${HOOKS}/unrefund"}}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(others, "other.yaml"), []byte("description: another agent\nmodel: compat:fake\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOOKS", hooks.url)
+	t.Setenv("COMPAT_BASE_URL", model.srv.URL+"/v1")
+	keys := filepath.Join(t.TempDir(), "keys")
+	if code, _, errs := runCLI(t, "keys", "create", "alice", "--dir", keys); code != 0 {
+		t.Fatalf("keys create: %s", errs)
+	}
+	store := freshSchema(t, base, u.Host)
+	replica := func(node, agents string) *server {
+		return startServer(t, "--store", store, "--data", t.TempDir(), "--node", node, "--run-lease", "1h",
+			"--agents", agents, "--approvers", filepath.Join(keys, "approvers.json"), "--tls-addr", "")
+	}
+	runner, decider := replica("runner", agents), replica("decider", others)
+
+	code, body := postJSON(t, runner.URL+"/v1/runs", `{"agent":"support","input":"refund o-1001","wait":true}`)
+	var run runView
+	if err := json.Unmarshal(body, &run); err != nil || code != http.StatusOK || run.Status != "paused" || len(run.PendingApprovals) != 1 {
+		t.Fatalf("the run: %d %s", code, body)
+	}
+	if code, out, errs := runCLI(t, "approve", run.PendingApprovals[0], "--as", "alice", "--dir", keys, "--server", decider.URL); code != 0 {
+		t.Fatalf("approve on the other replica: exit %d\n%s%s", code, out, errs)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(runner.URL + "/v1/runs/" + run.RequestID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&run)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET the run: %d %v", resp.StatusCode, err)
+		}
+		if run.Status != "paused" && run.Status != "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run is still %s a minute after the decision on another replica", run.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if run.Status != "delivered" {
+		t.Errorf("the run ended %s, want delivered", run.Status)
+	}
+	if n := hooks.count(run.RequestID + " refund"); n != 1 {
+		t.Errorf("the refund webhook was called %d times, want 1", n)
+	}
+}

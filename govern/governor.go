@@ -184,7 +184,7 @@ func New(ctx context.Context, options *Options) (*Governor, error) {
 			return nil, fmt.Errorf("govern: pinned tier of %q is invalid", name)
 		}
 	}
-	g.idx.init()
+	g.idx.init(g.j)
 	if err := g.refresh(ctx); err != nil {
 		return nil, err
 	}
@@ -351,8 +351,11 @@ func (g *Governor) Attach(ctx context.Context, requestID string) (*Run, error) {
 	if ok {
 		return r, nil
 	}
-	if err := g.refresh(ctx); err != nil {
-		return nil, err
+	if g.idx.keep {
+		// The run's records come from the index: bring it up to date.
+		if err := g.refresh(ctx); err != nil {
+			return nil, err
+		}
 	}
 	recs, err := g.runRecords(ctx, requestID)
 	if err != nil {
@@ -376,7 +379,9 @@ type RecoveryReport struct {
 	// Resumable lists runs whose resume after their approvals a crash
 	// interrupted before any call was in doubt: paused again at the pause
 	// they had resumed from, their approvals decided, for the resumer to
-	// continue (runs.Service.ResumeDecided; ResumeAgent).
+	// continue (runs.Service.ResumeDecided; ResumeAgent). With leases it
+	// also lists the paused runs an approval was decided for since they
+	// paused that no process resumed (check that none is pending left).
 	Resumable []string
 }
 
@@ -400,8 +405,12 @@ type RecoveryReport struct {
 // it at startup and then periodically (every third of the lease), on
 // every replica: whichever claims a run first recovers it.
 func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
-	if err := g.refresh(ctx); err != nil {
-		return nil, err
+	if !g.leased() || !g.recovered.Load() {
+		// With leases, only the first call reads the index (claimable):
+		// the later ones find their runs in the lease table.
+		if err := g.refresh(ctx); err != nil {
+			return nil, err
+		}
 	}
 	rep := &RecoveryReport{}
 	candidates := g.idx.openRuns(g.opts.Node)
@@ -472,8 +481,29 @@ func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
 		}
 		rep.Closed = append(rep.Closed, id)
 	}
+	if g.leased() {
+		// Paused runs whose approvals were decided since they paused and
+		// that no process resumed: the decider died first, or resumes
+		// nothing (a process that only decides).
+		decided, err := g.leases.Decided(ctx, recoverBatch)
+		if err != nil {
+			return rep, err
+		}
+		for _, id := range decided {
+			g.mu.Lock()
+			_, isLive := g.live[id]
+			g.mu.Unlock()
+			if !isLive && !slices.Contains(rep.Resumable, id) {
+				rep.Resumable = append(rep.Resumable, id)
+			}
+		}
+	}
 	return rep, nil
 }
+
+// recoverBatch bounds the runs one Recover claims, and the decided runs
+// it reports.
+const recoverBatch = 1000
 
 // Approvals lists the approval requests of open runs, oldest first;
 // pendingOnly keeps those not decided yet.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 
@@ -16,7 +17,13 @@ import (
 // pending approvals and, in Recover, the runs a crash left open — also
 // those written by other replicas sharing the journal.
 type index struct {
-	mu        sync.Mutex
+	mu sync.Mutex
+	// keep says the index holds its open runs' records, for a journal
+	// that cannot read one run's records (no RunReader); otherwise it
+	// holds only what it indexes, and reads only those kinds when the
+	// journal can filter them (kindReader).
+	keep      bool
+	filter    kindReader
 	last      uint64
 	runs      map[string]*indexedRun
 	approvals map[string]*ApprovalRequest
@@ -25,13 +32,31 @@ type index struct {
 
 type indexedRun struct {
 	node    string
-	records []Record
+	records []Record // with keep only
 	phase   Phase
 	paused  bool
 	order   uint64 // seq of run_started
 }
 
-func (x *index) init() {
+// indexKinds are the records index.apply reads; a journal that keeps
+// no records for the index yields only these to it.
+var indexKinds = []RecordKind{recordkind.RunStarted, recordkind.Transition, recordkind.Paused, recordkind.Resumed,
+	recordkind.ApprovalRequested, recordkind.ApprovalDecided}
+
+// kindReader is an optional interface of a Journal: Records of some kinds
+// only, the others skipped without decoding them (sqlstore's journals).
+// A governor sharing its journal with other replicas reads every record
+// they append; with it, it decodes only the few its index needs.
+type kindReader interface {
+	RecordsOf(ctx context.Context, from uint64, kinds []RecordKind) iter.Seq2[Record, error]
+}
+
+func (x *index) init(j Journal) {
+	_, rr := j.(RunReader)
+	x.keep = !rr
+	if kr, ok := j.(kindReader); ok && rr {
+		x.filter = kr
+	}
 	x.runs = map[string]*indexedRun{}
 	x.approvals = map[string]*ApprovalRequest{}
 	x.asked = map[string]uint64{}
@@ -42,7 +67,13 @@ func (g *Governor) refresh(ctx context.Context) error {
 	x := &g.idx
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	for rec, err := range g.j.Records(ctx, x.last+1) {
+	recs := g.j.Records
+	if x.filter != nil {
+		recs = func(ctx context.Context, from uint64) iter.Seq2[Record, error] {
+			return x.filter.RecordsOf(ctx, from, indexKinds)
+		}
+	}
+	for rec, err := range recs(ctx, x.last+1) {
 		if err != nil {
 			return fmt.Errorf("govern: reading the journal: %w", err)
 		}
@@ -67,7 +98,9 @@ func (x *index) apply(rec Record) {
 	if ir == nil {
 		return // a record of a run that is closed (or unknown)
 	}
-	ir.records = append(ir.records, rec)
+	if x.keep {
+		ir.records = append(ir.records, rec)
+	}
 	switch rec.Kind {
 	case recordkind.Transition:
 		ir.phase = rec.To
@@ -189,16 +222,19 @@ func cloneApproval(a *ApprovalRequest) ApprovalRequest {
 	return c
 }
 
-// runRecords returns the records of one run: from the index when it is
-// open, else by reading the whole journal.
+// runRecords returns the records of one run: from the journal's
+// RunReader; without one from the index when the run is open, else by
+// reading the whole journal.
 func (g *Governor) runRecords(ctx context.Context, requestID string) ([]Record, error) {
-	g.idx.mu.Lock()
-	if ir, ok := g.idx.runs[requestID]; ok {
-		recs := slices.Clone(ir.records)
+	if g.idx.keep {
+		g.idx.mu.Lock()
+		if ir, ok := g.idx.runs[requestID]; ok {
+			recs := slices.Clone(ir.records)
+			g.idx.mu.Unlock()
+			return recs, nil
+		}
 		g.idx.mu.Unlock()
-		return recs, nil
 	}
-	g.idx.mu.Unlock()
 	var recs []Record
 	if rr, ok := g.j.(RunReader); ok {
 		var err error

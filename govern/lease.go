@@ -41,6 +41,11 @@ type leaser interface {
 	Renew(ctx context.Context, owner string, ttl time.Duration, held map[string]uint64) (lost []string, err error)
 	// Release gives up the lease held at epoch: it may be claimed at once.
 	Release(ctx context.Context, key string, epoch uint64) error
+	// Decided returns, oldest decision first and at most limit, the runs
+	// whose lease is released (they paused) and that an approval
+	// decision was journaled for since their lease was last claimed:
+	// the runs a resume is owed to. A claim clears the mark.
+	Decided(ctx context.Context, limit int) ([]string, error)
 }
 
 // ErrLeased: another process holds the run's lease — it executes the run

@@ -160,7 +160,7 @@ func (g *Governor) heartbeat(idle <-chan struct{}) {
 // holder died, or is this node in an earlier process); then those whose
 // lease expired. The runs come with their new epochs.
 func (g *Governor) claimable(ctx context.Context) (map[string]uint64, error) {
-	claimed, err := g.leases.ClaimExpired(ctx, g.opts.Node, g.opts.Lease, 1000)
+	claimed, err := g.leases.ClaimExpired(ctx, g.opts.Node, g.opts.Lease, recoverBatch)
 	if err != nil {
 		return nil, err
 	}

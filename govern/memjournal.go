@@ -1,9 +1,11 @@
 package govern
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +71,8 @@ func (j *memoryJournal) Append(ctx context.Context, _ bool, recs ...*Record) err
 	}
 	for _, r := range recs {
 		switch l := j.leases[r.RequestID]; {
+		case l != nil && r.Kind == recordkind.ApprovalDecided:
+			l.decided = r.Seq
 		case r.Epoch == 0 || l == nil:
 		case r.Kind == recordkind.Paused:
 			l.state = leaseReleased
@@ -133,6 +137,7 @@ type memLease struct {
 	epoch   uint64
 	state   int
 	expires time.Time
+	decided uint64 // the seq of a decision journaled since the last claim; 0: none
 }
 
 // Claim implements leaser.
@@ -149,8 +154,22 @@ func (j *memoryJournal) Claim(_ context.Context, key, owner string, ttl time.Dur
 	case l.state == leaseRunning && l.owner != owner && time.Now().Before(l.expires):
 		return 0, fmt.Errorf("%w (%s)", ErrLeased, l.owner)
 	}
-	l.owner, l.epoch, l.state, l.expires = owner, l.epoch+1, leaseRunning, time.Now().Add(ttl)
+	l.owner, l.epoch, l.state, l.expires, l.decided = owner, l.epoch+1, leaseRunning, time.Now().Add(ttl), 0
 	return l.epoch, nil
+}
+
+// Decided implements leaser.
+func (j *memoryJournal) Decided(_ context.Context, limit int) ([]string, error) {
+	j.mu.RLock()
+	defer j.mu.RUnlock()
+	var keys []string
+	for key, l := range j.leases {
+		if l.state == leaseReleased && l.decided > 0 {
+			keys = append(keys, key)
+		}
+	}
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(j.leases[a].decided, j.leases[b].decided) })
+	return keys[:min(len(keys), max(limit, 0))], nil
 }
 
 // ClaimExpired implements leaser.

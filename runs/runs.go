@@ -272,8 +272,15 @@ func (s *Service) reapOnce(ctx context.Context) {
 	if rep != nil && len(rep.Closed)+len(rep.Resumable) > 0 {
 		s.notify()
 	}
-	if err := s.ResumeDecided(ctx); err != nil && ctx.Err() == nil {
-		s.log.Warn("runs: resuming decided runs", "error", err)
+	if rep == nil {
+		return
+	}
+	// With leases, Recover reports the decided runs nobody resumed: no
+	// need to list every approval (ResumeDecided) at each pass.
+	for _, id := range rep.Resumable {
+		if err := s.resume(id); err != nil && ctx.Err() == nil {
+			s.log.Warn("runs: resuming a decided run", "request_id", id, "error", err)
+		}
 	}
 }
 
@@ -632,6 +639,20 @@ func (s *Service) Wait(ctx context.Context, requestID string) (*Run, error) {
 	defer poll.Stop()
 	for {
 		changed := s.changes()
+		s.mu.Lock()
+		ex := s.running[requestID]
+		s.mu.Unlock()
+		if ex != nil {
+			// Executing here: it settles no sooner than it stops, so
+			// wait for that rather than reading the journal at every
+			// change of every run.
+			select {
+			case <-ex.done:
+				continue
+			case <-ctx.Done():
+				return &Run{RequestID: requestID, Status: Running}, ctx.Err()
+			}
+		}
 		run, err := s.Get(ctx, requestID)
 		if err != nil {
 			return nil, err

@@ -191,6 +191,17 @@ func (s *Server) mountWeb() {
 	}))
 }
 
+// decisionWatcher is what a journal shared by replicas may offer
+// (sqlstore's on PostgreSQL): every replica hears of each approval
+// decision journaled, by any of them, once it commits.
+type decisionWatcher interface {
+	WatchDecisions(wake func(requestID, approvalID, node string))
+}
+
+// decisionGrace is how long a replica leaves the replica that decided an
+// approval to resume its run before trying itself.
+const decisionGrace = time.Second
+
 // startGovernance builds the governor on the store's journal, recovers
 // what a crash left open, builds the agents and starts the run service,
 // resuming runs whose approvals were decided while no server ran.
@@ -258,6 +269,20 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	})
 	if err := svc.ResumeDecided(ctx); err != nil {
 		s.log.Error("resuming decided runs", "error", err)
+	}
+	if w, ok := gopts.Journal.(decisionWatcher); ok && reap > 0 {
+		w.WatchDecisions(func(requestID, approvalID, node string) {
+			if node == gopts.Node {
+				return // decided here: resumed here (OnDecision)
+			}
+			// The deciding replica resumes the run at once; if it died
+			// first (or runs no such agent), whichever replica claims the
+			// run after the grace resumes it. The reaper's scan is the
+			// fallback for a notification lost.
+			time.AfterFunc(decisionGrace, func() {
+				svc.OnDecision(govern.ApprovalRequest{ID: approvalID, RequestID: requestID})
+			})
+		})
 	}
 	s.log.Info("governance", "agents", len(cat.Agents), "paused_runs", len(rep.Paused))
 	approvals := approvalapi.NewHandler(g, &approvalapi.Options{BearerToken: s.cfg.Token, Logger: s.log})

@@ -93,7 +93,23 @@ func run() error {
 	flag.StringVar(&b.lease, "lease", "30s", "--run-lease of the replicas")
 	rounds := flag.Int("rounds", 3, "measurements of each configuration, interleaved")
 	failover := flag.Bool("failover", true, "also measure failover (takes about a lease)")
+	kinds := flag.String("kinds", "runs,uaip", "what to measure: runs (governed runs), uaip (UAIP /initialize)")
+	counts := flag.String("replicas", "1,3", "replica counts to measure; the first is the baseline")
 	flag.Parse()
+	var ns []int
+	for _, f := range strings.Split(*counts, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 8 {
+			return fmt.Errorf("-replicas: %q is not a count from 1 to 8", f)
+		}
+		ns = append(ns, n)
+	}
+	ks := strings.Split(*kinds, ",")
+	for _, k := range ks {
+		if k != "runs" && k != "uaip" {
+			return fmt.Errorf("-kinds: unknown %q", k)
+		}
+	}
 	if b.bin == "" || b.base == "" {
 		return errors.New("-bin and -store are required")
 	}
@@ -111,8 +127,8 @@ func run() error {
 	type result struct{ rate, cpu float64 } // req/s; CPU µs per request
 	res := map[string][]result{}
 	for round := range *rounds {
-		for _, n := range []int{1, 3} {
-			for _, kind := range []string{"runs", "uaip"} {
+		for _, n := range ns {
+			for _, kind := range ks {
 				rate, cpu, err := b.measure(n, kind)
 				if err != nil {
 					return err
@@ -131,10 +147,10 @@ func run() error {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	fmt.Printf("| requests | replicas | req/s | agentry CPU µs/request | ÷ 1 replica |\n|---|---|---|---|---|\n")
-	for _, kind := range []string{"runs", "uaip"} {
-		one := median(res[kind+" 1"], func(r result) float64 { return r.cpu })
-		for _, n := range []int{1, 3} {
+	fmt.Printf("| requests | replicas | req/s | agentry CPU µs/request | ÷ baseline |\n|---|---|---|---|---|\n")
+	for _, kind := range ks {
+		one := median(res[fmt.Sprintf("%s %d", kind, ns[0])], func(r result) float64 { return r.cpu })
+		for _, n := range ns {
 			rs := res[fmt.Sprintf("%s %d", kind, n)]
 			cpu := median(rs, func(r result) float64 { return r.cpu })
 			name := map[string]string{"runs": "governed runs (POST /v1/runs)", "uaip": "UAIP POST /initialize"}[kind]

@@ -83,6 +83,7 @@ var cases = []struct {
 	{"RunRecords", testRunRecords},
 	{"Leases", testLeases},
 	{"LeaseExpiry", testLeaseExpiry},
+	{"LeaseDecisions", testLeaseDecisions},
 }
 
 var durableCases = []struct {

@@ -19,6 +19,7 @@ type leases interface {
 	ClaimExpired(ctx context.Context, owner string, ttl time.Duration, limit int) (map[string]uint64, error)
 	Renew(ctx context.Context, owner string, ttl time.Duration, held map[string]uint64) ([]string, error)
 	Release(ctx context.Context, key string, epoch uint64) error
+	Decided(ctx context.Context, limit int) ([]string, error)
 }
 
 // leasesOf returns j's Leases, skipping the test when it has none.
@@ -143,4 +144,48 @@ func testLeaseExpiry(t *testing.T, j govern.Journal) {
 	}
 	wantLeased(t, j.Append(ctx, true, leased(recordkind.Transition, id, e)), "a record of the expired holder")
 	appendT(t, j, true, leased(recordkind.Transition, id, e+1))
+}
+
+// testLeaseDecisions: a paused run (its lease released) that an approval
+// decision was journaled for since its lease was last claimed is owed a
+// resume: Decided lists it — also when the decision came before the
+// pause — until a claim (the resume) takes the lease.
+func testLeaseDecisions(t *testing.T, j govern.Journal) {
+	l := leasesOf(t, j)
+	ctx := t.Context()
+	const id, other = "00000000-0000-4000-8000-00000000000d", "00000000-0000-4000-8000-00000000000e"
+	decided := func(want ...string) {
+		t.Helper()
+		got, err := l.Decided(ctx, 10)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("Decided = %v, %v; want %v", got, err, want)
+		}
+	}
+	decide := func(id string) {
+		appendT(t, j, true, journalfixture.Record(recordkind.ApprovalDecided, id, `{"approval_id":"a-`+id[len(id)-1:]+`","approved":true,"approver":"x"}`))
+	}
+	for _, k := range []string{id, other} {
+		if _, err := l.Claim(ctx, k, "a", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		appendT(t, j, true, leased(recordkind.RunStarted, k, 1))
+	}
+	decide(id) // before the pause: the run still executes
+	decided()
+	appendT(t, j, true, leased(recordkind.Paused, id, 1))
+	appendT(t, j, true, leased(recordkind.Paused, other, 1))
+	decided(id)
+	if e, err := l.Claim(ctx, id, "b", time.Hour); err != nil || e != 2 {
+		t.Fatalf("the resume's claim: epoch %d, %v", e, err)
+	}
+	decided()
+	appendT(t, j, true, leased(recordkind.Resumed, id, 2))
+	appendT(t, j, true, leased(recordkind.Paused, id, 2))
+	decided() // paused again, for a new approval: nothing decided yet
+	decide(other)
+	decide(id)
+	decided(other, id)
+	if got, err := l.Decided(ctx, 1); err != nil || !slices.Equal(got, []string{other}) {
+		t.Errorf("Decided(limit 1) = %v, %v; want the oldest decision only", got, err)
+	}
 }

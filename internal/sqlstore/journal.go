@@ -47,7 +47,7 @@ const journalPage = 512
 // maxJournalBatch bounds the appends one transaction commits.
 const maxJournalBatch = 256
 
-// insertRows bounds the rows of one INSERT statement (4 parameters each).
+// insertRows bounds the rows of one INSERT statement (insertCols parameters each).
 const insertRows = 128
 
 type sqlJournal struct {
@@ -203,7 +203,7 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 	if err != nil {
 		return true, err
 	}
-	moves := map[string]string{}
+	moves := &leaseMoves{states: map[string]string{}}
 	var prev *govern.Record
 	if seq > 0 {
 		prev = &govern.Record{Seq: uint64(seq), Hash: hash}
@@ -232,7 +232,7 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 			if r.Unique != "" {
 				unique = r.Unique
 			}
-			add = append(add, int64(r.Seq), r.RequestID, unique, string(line[:len(line)-1]))
+			add = append(add, int64(r.Seq), r.RequestID, unique, string(line[:len(line)-1]), string(r.Kind))
 			p = r
 		}
 		if out[i] != nil {
@@ -240,7 +240,7 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 		}
 		rows = append(rows, add...)
 		prev = p
-		leaseMoves(a.recs, moves)
+		moves.add(a.recs)
 		for _, r := range a.recs {
 			if r.Unique != "" {
 				taken[r.Unique] = true
@@ -251,8 +251,8 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 		return false, nil
 	}
 	for len(rows) > 0 {
-		n := min(len(rows), 4*insertRows)
-		if _, err := tx.ExecContext(ctx, insertQuery(n/4), rows[:n]...); err != nil {
+		n := min(len(rows), insertCols*insertRows)
+		if _, err := tx.ExecContext(ctx, insertQuery(n/insertCols), rows[:n]...); err != nil {
 			if isUniqueViolation(err) {
 				err = fmt.Errorf("sqlstore: journal append: %w (%v)", govern.ErrDuplicate, err)
 			}
@@ -327,16 +327,19 @@ func checkTaken(recs []*govern.Record, taken map[string]bool) error {
 	return nil
 }
 
+// insertCols is the number of columns insertQuery sets per row.
+const insertCols = 5
+
 // insertQuery returns an INSERT of n journal rows.
 func insertQuery(n int) string {
 	var q strings.Builder
-	q.WriteString(`INSERT INTO governance_journal (seq, request_id, unique_key, record) VALUES `)
+	q.WriteString(`INSERT INTO governance_journal (seq, request_id, unique_key, record, kind) VALUES `)
 	for i := range n {
 		if i > 0 {
 			q.WriteByte(',')
 		}
-		b := 4 * i
-		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d)", b+1, b+2, b+3, b+4)
+		b := insertCols * i
+		fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d)", b+1, b+2, b+3, b+4, b+5)
 	}
 	return q.String()
 }
@@ -359,6 +362,11 @@ func (j *sqlJournal) isClosed() bool {
 }
 
 func (j *sqlJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.Record, error] {
+	return j.pages(ctx, from, j.page)
+}
+
+// pages yields the records of the pages page reads, from seq from on.
+func (j *sqlJournal) pages(ctx context.Context, from uint64, page func(context.Context, int64) ([]journalRow, error)) iter.Seq2[govern.Record, error] {
 	return func(yield func(govern.Record, error) bool) {
 		next := int64(min(max(from, 1), 1<<62))
 		for {
@@ -366,16 +374,16 @@ func (j *sqlJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.
 				yield(govern.Record{}, errJournalClosed)
 				return
 			}
-			page, err := j.page(ctx, next)
+			rows, err := page(ctx, next)
 			if err != nil {
 				j.s.mark(&err)
 				yield(govern.Record{}, err)
 				return
 			}
-			if len(page) == 0 {
+			if len(rows) == 0 {
 				return
 			}
-			for _, row := range page {
+			for _, row := range rows {
 				if err := ctx.Err(); err != nil {
 					yield(govern.Record{}, err)
 					return
@@ -385,9 +393,30 @@ func (j *sqlJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.
 					return
 				}
 			}
-			next = page[len(page)-1].seq + 1
+			next = rows[len(rows)-1].seq + 1
 		}
 	}
+}
+
+// RecordsOf is Records reading only the records of the given kinds (and
+// those written before the journal kept kinds, whatever theirs): the rows
+// of other kinds are skipped by the database, not decoded. The governor's
+// index follows the journal with it.
+func (j *sqlJournal) RecordsOf(ctx context.Context, from uint64, kinds []govern.RecordKind) iter.Seq2[govern.Record, error] {
+	var q strings.Builder
+	var kargs []any
+	q.WriteString(`SELECT seq, record FROM governance_journal WHERE seq >= $1 AND (kind IS NULL OR kind IN (`)
+	for i, k := range kinds {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("$" + strconv.Itoa(i+2))
+		kargs = append(kargs, string(k))
+	}
+	q.WriteString(`)) ORDER BY seq LIMIT ` + strconv.Itoa(journalPage))
+	return j.pages(ctx, from, func(ctx context.Context, next int64) ([]journalRow, error) {
+		return j.query(ctx, q.String(), append([]any{next}, kargs...)...)
+	})
 }
 
 type journalRow struct {

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"os"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/audit"
@@ -184,5 +189,82 @@ func TestAuditCursor(t *testing.T) {
 				t.Errorf("another cursor: %d, %v", seq, err)
 			}
 		})
+	}
+}
+
+// TestJournalRecordsOf: RecordsOf yields the records of the kinds asked
+// for, in order, and the rows written before the journal kept kinds
+// (kind NULL) whatever their kind, so that an index following it misses
+// nothing; the rows of other kinds are not read.
+func TestJournalRecordsOf(t *testing.T) {
+	for name, newURL := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := openT(t, newURL(t))
+			j := s.Journal()
+			kinds := []govern.RecordKind{recordkind.RunStarted, recordkind.Transition, recordkind.Intent,
+				recordkind.ApprovalRequested, recordkind.Transition, recordkind.Intent}
+			for i, k := range kinds {
+				if err := j.Append(t.Context(), true, journalfixture.Record(k, "r", fmt.Sprintf(`{"i":%d}`, i))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Record 3 (an intent) as written before migration 8.
+			if _, err := s.db.ExecContext(t.Context(), `UPDATE governance_journal SET kind = NULL WHERE seq = 3`); err != nil {
+				t.Fatal(err)
+			}
+			kr := j.(interface {
+				RecordsOf(context.Context, uint64, []govern.RecordKind) iter.Seq2[govern.Record, error]
+			})
+			var got []string
+			for rec, err := range kr.RecordsOf(t.Context(), 2, []govern.RecordKind{recordkind.Transition, recordkind.ApprovalRequested}) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, fmt.Sprintf("%d %s", rec.Seq, rec.Kind))
+			}
+			want := []string{"2 transition", "3 invocation_intent", "4 approval_requested", "5 transition"}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("RecordsOf (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestJournalDecisionsNotified: on PostgreSQL, an approval decision
+// journaled by one process reaches every process watching decisions
+// (LISTEN/NOTIFY) once its append commits — the request, the approval
+// and the deciding node — so that a replica resumes a run whose decider
+// died without waiting for its reaper.
+func TestJournalDecisionsNotified(t *testing.T) {
+	if os.Getenv("AGENTRY_TEST_POSTGRES") == "" {
+		t.Skip("AGENTRY_TEST_POSTGRES is not set")
+	}
+	u := postgresURL(t)
+	decider, watcher := openT(t, u), openT(t, u)
+	got := make(chan [3]string, 4)
+	watcher.Journal().(interface {
+		WatchDecisions(func(requestID, approvalID, node string))
+	}).WatchDecisions(func(r, a, n string) { got <- [3]string{r, a, n} })
+	// The listener listens once it wakes the stream watchers (signalAll).
+	listening, stop := watcher.hub.watch("test")
+	defer stop()
+	select {
+	case <-listening:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the listener did not start")
+	}
+	const id = "00000000-0000-4000-8000-0000000000f1"
+	rec := journalfixture.Record(recordkind.ApprovalDecided, id, `{"approval_id":"ap-1","approved":false,"approver":"x"}`)
+	rec.Node = "n1"
+	if err := decider.Journal().Append(t.Context(), true, rec); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-got:
+		if want := [3]string{id, "ap-1", "n1"}; g != want {
+			t.Errorf("notified %q, want %q", g, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notification of the decision")
 	}
 }

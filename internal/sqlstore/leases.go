@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ func (j *sqlJournal) Claim(ctx context.Context, key, owner string, ttl time.Dura
 	for range 2 { // a lease created meanwhile is claimed (or found held) on the second try
 		var epoch int64
 		err := s.db.QueryRowContext(ctx, `
-UPDATE governance_leases SET owner = $2, epoch = epoch + 1, state = 'running', expires_at = `+s.nowMS()+` + $3
+UPDATE governance_leases SET owner = $2, epoch = epoch + 1, state = 'running', expires_at = `+s.nowMS()+` + $3, decided = NULL
 WHERE lease_key = $1 AND state <> 'ended' AND (state = 'released' OR owner = $2 OR expires_at < `+s.nowMS()+`)
 RETURNING epoch`, key, owner, ttlMS(ttl)).Scan(&epoch)
 		if err == nil {
@@ -264,28 +265,105 @@ func checkFence(recs []*govern.Record, epochs map[string]int64) error {
 	return nil
 }
 
-// leaseMoves returns the lease changes the appended records make: a
-// pause releases the run's lease, a terminal transition ends it.
-func leaseMoves(recs []*govern.Record, moves map[string]string) {
+// leaseMoves are the lease changes the records of an append make: a
+// pause releases the run's lease, a terminal transition ends it, and an
+// approval decision marks it as owed a resume (Decided) and, on
+// PostgreSQL, notifies every replica (decisionChannel).
+type leaseMoves struct {
+	states  map[string]string // request ID → new state
+	decided []decision
+}
+
+// A decision is an approval decision record of an append.
+type decision struct {
+	requestID string
+	seq       uint64 // the record's: the order of decisions
+	payload   string // its decisionChannel notification
+}
+
+func (m *leaseMoves) add(recs []*govern.Record) {
 	for _, r := range recs {
-		if r.Epoch == 0 {
-			continue
-		}
 		switch {
+		case r.Kind == recordkind.ApprovalDecided:
+			var d govern.ApprovalDecision
+			_ = json.Unmarshal(r.Data, &d) // the governor's own record: it decodes
+			m.decided = append(m.decided, decision{r.RequestID, r.Seq, r.RequestID + " " + d.ApprovalID + " " + r.Node})
+		case r.Epoch == 0:
 		case r.Kind == recordkind.Paused:
-			moves[r.RequestID] = leaseReleased
+			m.states[r.RequestID] = leaseReleased
 		case r.Kind == recordkind.Transition && r.To.Terminal():
-			moves[r.RequestID] = leaseEnded
+			m.states[r.RequestID] = leaseEnded
 		}
 	}
 }
 
 // moveLeases applies moves in the append's transaction.
-func (s *Store) moveLeases(ctx context.Context, tx *sql.Tx, moves map[string]string) error {
-	for key, state := range moves {
+func (s *Store) moveLeases(ctx context.Context, tx *sql.Tx, moves *leaseMoves) error {
+	for key, state := range moves.states {
 		if _, err := tx.ExecContext(ctx, `UPDATE governance_leases SET state = $2, expires_at = NULL WHERE lease_key = $1`, key, state); err != nil {
 			return fmt.Errorf("sqlstore: journal append: lease of %s: %w", key, err)
 		}
 	}
+	for _, d := range moves.decided {
+		if _, err := tx.ExecContext(ctx, `UPDATE governance_leases SET decided = $2 WHERE lease_key = $1`, d.requestID, int64(d.seq)); err != nil {
+			return fmt.Errorf("sqlstore: journal append: lease of %s: %w", d.requestID, err)
+		}
+		if s.dialect == postgres {
+			// Delivered at the commit, to every listening replica.
+			if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, decisionChannel, d.payload); err != nil {
+				return fmt.Errorf("sqlstore: journal append: notify the decision: %w", err)
+			}
+		}
+	}
 	return nil
+}
+
+// decisionChannel is the PostgreSQL notification channel of approval
+// decisions: each journaled decision notifies "request_id approval_id
+// node" (IDs and node names hold no space) when its append commits.
+const decisionChannel = "agentry_decisions"
+
+func parseDecision(p string) (requestID, approvalID, node string) {
+	requestID, rest, _ := strings.Cut(p, " ")
+	approvalID, node, _ = strings.Cut(rest, " ")
+	return requestID, approvalID, node
+}
+
+// Decided implements the governor's lease interface (govern.Options.Lease).
+func (j *sqlJournal) Decided(ctx context.Context, limit int) (_ []string, err error) {
+	s := j.s
+	defer s.mark(&err)
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT lease_key FROM governance_leases WHERE state = 'released' AND decided IS NOT NULL
+ORDER BY decided LIMIT `+strconv.Itoa(limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: decided runs: %w", err)
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("sqlstore: decided runs: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: decided runs: %w", err)
+	}
+	return keys, nil
+}
+
+// WatchDecisions calls wake, from a goroutine of its own, for each
+// approval decision journaled by any process on this PostgreSQL database
+// (LISTEN on decisionChannel), until the Store closes. Notifications are
+// lost while the listener reconnects: Decided is the fallback. On SQLite
+// it does nothing (one process writes the database).
+func (j *sqlJournal) WatchDecisions(wake func(requestID, approvalID, node string)) {
+	if j.s.dialect != postgres {
+		return
+	}
+	j.s.hub.watchDecisions(func(p string) { wake(parseDecision(p)) })
 }

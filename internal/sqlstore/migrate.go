@@ -100,6 +100,16 @@ CREATE TABLE uamp_streams (
 	PRIMARY KEY (owner, stream_id, seq)
 )`, `CREATE UNIQUE INDEX uamp_streams_request ON uamp_streams (owner, request_id)`,
 		`CREATE INDEX uamp_streams_expires_at ON uamp_streams (expires_at)`}},
+	// A record's kind beside it, so that a governor following the
+	// journal reads only the kinds its index needs (sqlJournal.RecordsOf)
+	// instead of decoding every replica's every record. Rows written
+	// before have none (NULL) and are read as before.
+	// And on a run's lease, the journal seq of the last approval decision
+	// since its last claim: the paused runs owed a resume are found
+	// without reading the journal (sqlJournal.Decided).
+	{8, "governance journal: record kinds; leases: decisions owed a resume", []string{
+		`ALTER TABLE governance_journal ADD COLUMN kind TEXT`,
+		`ALTER TABLE governance_leases ADD COLUMN decided BIGINT`}},
 }
 
 // migrationLockKey is the PostgreSQL advisory lock serializing migrations

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -427,15 +428,17 @@ var _ streamlog.Store = (*uampStore)(nil)
 
 // streamHub dispatches stream changes to watchers by token: this
 // process's writes directly, other processes' (PostgreSQL) through a
-// listener on notifyChannel, started by the first watch.
+// listener on notifyChannel, started by the first watch. The same
+// listener hands approval decisions (decisionChannel) to their watchers.
 type streamHub struct {
-	s        *Store
-	ctx      context.Context
-	cancel   context.CancelFunc
-	mu       sync.Mutex
-	watchers map[string]map[chan struct{}]struct{}
-	started  bool
-	done     chan struct{} // closed when the listener has stopped
+	s         *Store
+	ctx       context.Context
+	cancel    context.CancelFunc
+	mu        sync.Mutex
+	watchers  map[string]map[chan struct{}]struct{}
+	decisions []func(payload string)
+	started   bool
+	done      chan struct{} // closed when the listener has stopped
 }
 
 func newStreamHub(s *Store) *streamHub {
@@ -450,10 +453,7 @@ func (h *streamHub) watch(token string) (<-chan struct{}, func()) {
 		h.watchers[token] = map[chan struct{}]struct{}{}
 	}
 	h.watchers[token][c] = struct{}{}
-	if !h.started && h.s.dialect == postgres && h.ctx.Err() == nil {
-		h.started = true
-		go h.listen()
-	}
+	h.startLocked()
 	h.mu.Unlock()
 	return c, func() {
 		h.mu.Lock()
@@ -462,6 +462,32 @@ func (h *streamHub) watch(token string) (<-chan struct{}, func()) {
 			delete(h.watchers, token)
 		}
 		h.mu.Unlock()
+	}
+}
+
+// startLocked starts the listener unless it runs. h.mu is held.
+func (h *streamHub) startLocked() {
+	if !h.started && h.s.dialect == postgres && h.ctx.Err() == nil {
+		h.started = true
+		go h.listen()
+	}
+}
+
+// watchDecisions calls f with the payload of every decisionChannel
+// notification, in the listener's goroutine, until the Store closes.
+func (h *streamHub) watchDecisions(f func(payload string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.decisions = append(h.decisions, f)
+	h.startLocked()
+}
+
+func (h *streamHub) decided(payload string) {
+	h.mu.Lock()
+	fs := slices.Clone(h.decisions)
+	h.mu.Unlock()
+	for _, f := range fs {
+		f(payload)
 	}
 }
 
@@ -528,7 +554,7 @@ func (h *streamHub) listenOnce() error {
 		pc := sc.Conn()
 		// The connection is discarded after (driver.ErrBadConn), never
 		// handed back to the pool still listening.
-		if _, err := pc.Exec(h.ctx, "LISTEN "+notifyChannel); err != nil {
+		if _, err := pc.Exec(h.ctx, "LISTEN "+notifyChannel+"; LISTEN "+decisionChannel); err != nil {
 			return errors.Join(err, driver.ErrBadConn)
 		}
 		h.signalAll()
@@ -536,6 +562,10 @@ func (h *streamHub) listenOnce() error {
 			n, err := pc.WaitForNotification(h.ctx)
 			if err != nil {
 				return errors.Join(err, driver.ErrBadConn)
+			}
+			if n.Channel == decisionChannel {
+				h.decided(n.Payload)
+				continue
 			}
 			h.signal(n.Payload)
 		}
