@@ -37,6 +37,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,12 +77,15 @@ func (r *replica) cpu() time.Duration {
 }
 
 type bench struct {
-	bin, base string
-	dur       time.Duration
-	conc      int
-	lease     string
-	work      string
-	hc        *http.Client
+	bin, base  string
+	dur        time.Duration
+	conc       int
+	lease      string
+	work       string
+	cpus       string
+	share      bool
+	perReplica bool
+	hc         *http.Client
 }
 
 func run() error {
@@ -89,12 +93,15 @@ func run() error {
 	flag.StringVar(&b.bin, "bin", "", "the agentry binary")
 	flag.StringVar(&b.base, "store", os.Getenv("AGENTRY_TEST_POSTGRES"), "PostgreSQL URL (loopback)")
 	flag.DurationVar(&b.dur, "duration", 5*time.Second, "each measurement")
-	flag.IntVar(&b.conc, "c", 16, "concurrent clients")
+	flag.IntVar(&b.conc, "c", 16, "concurrent clients (with -per-replica, per replica)")
+	flag.BoolVar(&b.perReplica, "per-replica", false, "scale the clients with the replicas: -c per replica, so each replica serves the same load")
 	flag.StringVar(&b.lease, "lease", "30s", "--run-lease of the replicas")
 	rounds := flag.Int("rounds", 3, "measurements of each configuration, interleaved")
 	failover := flag.Bool("failover", true, "also measure failover (takes about a lease)")
 	kinds := flag.String("kinds", "runs,uaip", "what to measure: runs (governed runs), uaip (UAIP /initialize)")
 	counts := flag.String("replicas", "1,3", "replica counts to measure; the first is the baseline")
+	flag.BoolVar(&b.share, "share", false, "give each of n replicas GOMAXPROCS = CPUs/n, as containers sharing the machine would have")
+	flag.StringVar(&b.cpus, "cpus", "", "run the replicas on these CPUs only (taskset -c LIST), apart from the load and the database")
 	flag.Parse()
 	var ns []int
 	for _, f := range strings.Split(*counts, ",") {
@@ -122,7 +129,7 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(b.work)
-	b.hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: b.conc * 2}, Timeout: 60 * time.Second}
+	b.hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: b.conc * 8}, Timeout: 60 * time.Second}
 
 	type result struct{ rate, cpu float64 } // req/s; CPU µs per request
 	res := map[string][]result{}
@@ -198,8 +205,14 @@ func (b *bench) start(store string, n int, args ...string) ([]*replica, func(), 
 			s()
 		}
 	}
+	var env []string
+	if b.share {
+		// Each replica as in a container with its share of the machine:
+		// the Go runtime sizes GOMAXPROCS to a container's CPU limit.
+		env = []string{fmt.Sprintf("GOMAXPROCS=%d", max(1, runtime.NumCPU()/n))}
+	}
 	for range n {
-		r, stop, err := b.startOne(store, args...)
+		r, stop, err := b.startOne(store, env, args...)
 		if err != nil {
 			stopAll()
 			return nil, nil, err
@@ -261,9 +274,13 @@ func (b *bench) measure(n int, kind string) (rate, cpuPerReq float64, err error)
 	var once sync.Once
 	var wg sync.WaitGroup
 	start := time.Now()
-	for w := range b.conc {
+	conc := b.conc
+	if b.perReplica {
+		conc *= n
+	}
+	for w := range conc {
 		wg.Go(func() {
-			for i := w; ctx.Err() == nil; i += b.conc {
+			for i := w; ctx.Err() == nil; i += conc {
 				if err := request(ctx, rs[i%len(rs)], i); err != nil {
 					if ctx.Err() == nil {
 						once.Do(func() { first = err })
@@ -369,10 +386,15 @@ var nodes atomic.Int64
 
 // startOne runs one replica on store with args, under a node name of
 // its own.
-func (b *bench) startOne(store string, args ...string) (*replica, func(), error) {
+func (b *bench) startOne(store string, env []string, args ...string) (*replica, func(), error) {
 	data := filepath.Join(b.work, fmt.Sprintf("data-f-%d", nodes.Add(1)))
-	cmd := exec.Command(b.bin, append([]string{"serve", "--addr", "127.0.0.1:0", "--tls-addr", "", "--store", store, "--data", data,
-		"--node", fmt.Sprintf("f%d", nodes.Load()), "--run-lease", b.lease, "--log-level", "warn"}, args...)...)
+	argv := append([]string{b.bin, "serve", "--addr", "127.0.0.1:0", "--tls-addr", "", "--store", store, "--data", data,
+		"--node", fmt.Sprintf("f%d", nodes.Load()), "--run-lease", b.lease, "--log-level", "warn"}, args...)
+	if b.cpus != "" {
+		argv = append([]string{"taskset", "-c", b.cpus}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err

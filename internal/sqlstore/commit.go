@@ -215,6 +215,9 @@ func (c *committer) apply(batch []*write, out []error) (inStatement bool, err er
 		return false, err
 	}
 	defer unlock()
+	if c.st.dialect == postgres {
+		return c.applyPipelined(ctx, batch, out, time.Now().UnixMilli())
+	}
 	tx, err := c.st.db.BeginTx(ctx, nil) // SQLite: BEGIN IMMEDIATE
 	if err != nil {
 		return false, fmt.Errorf("sqlstore: write sessions: %w", err)
@@ -272,11 +275,17 @@ func applyWrite(ctx context.Context, tx *sql.Tx, q *sessionQueries, w *write, no
 		expires sql.NullInt64
 	)
 	err = tx.StmtContext(ctx, q.version).QueryRowContext(ctx, w.id).Scan(&version, &expires)
-	switch {
-	case isNoRows(err), err == nil && expires.Valid && expires.Int64 <= now:
-		return notFound(w.id), nil
-	case err != nil:
+	if err != nil && !isNoRows(err) {
 		return nil, fmt.Errorf("sqlstore: update session %q: %w", w.id, err)
 	}
-	return fmt.Errorf("sqlstore: update session %q from version %d (stored: %d): %w", w.id, w.version-1, version, workflow.ErrConflict), nil
+	return updateRefused(w, err == nil, version, expires.Valid && expires.Int64 <= now), nil
+}
+
+// updateRefused is the outcome of an update that changed nothing: the
+// session is missing (or expired), or at another version.
+func updateRefused(w *write, found bool, version int64, expired bool) error {
+	if !found || expired {
+		return notFound(w.id)
+	}
+	return fmt.Errorf("sqlstore: update session %q from version %d (stored: %d): %w", w.id, w.version-1, version, workflow.ErrConflict)
 }

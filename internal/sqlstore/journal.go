@@ -179,36 +179,162 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 		return false, err
 	}
 	defer unlock()
+	if j.s.dialect == postgres {
+		return j.applyPipelined(ctx, batch, out)
+	}
 	tx, err := j.s.db.BeginTx(ctx, nil) // SQLite: BEGIN IMMEDIATE
 	if err != nil {
 		return false, fmt.Errorf("sqlstore: journal append: %w", err)
 	}
 	defer tx.Rollback()
-	headQuery := `SELECT seq, hash FROM governance_journal_head WHERE id = 1`
-	if j.s.dialect == postgres {
-		headQuery += ` FOR UPDATE` // one chain across processes
-	}
 	var (
 		seq  int64
 		hash string
 	)
-	if err := tx.QueryRowContext(ctx, headQuery).Scan(&seq, &hash); err != nil {
+	if err := tx.QueryRowContext(ctx, headQuery(j.s.dialect)).Scan(&seq, &hash); err != nil {
 		return false, fmt.Errorf("sqlstore: journal append: read the head: %w", err)
 	}
-	taken, err := takenKeys(ctx, tx, batch)
-	if err != nil {
-		return true, err
+	taken := map[string]bool{}
+	for _, q := range takenQueries(batch) {
+		if err := queryRows(ctx, tx, q, func(rows *sql.Rows) error {
+			var k string
+			err := rows.Scan(&k)
+			taken[k] = true
+			return err
+		}); err != nil {
+			return true, fmt.Errorf("sqlstore: journal append: unique keys: %w", err)
+		}
 	}
-	epochs, err := j.s.fence(ctx, tx, batch)
-	if err != nil {
-		return true, err
+	epochs := map[string]int64{}
+	for _, q := range fenceQueries(batch, j.s.dialect) {
+		if err := queryRows(ctx, tx, q, func(rows *sql.Rows) error {
+			var (
+				key, state string
+				epoch      int64
+			)
+			err := rows.Scan(&key, &epoch, &state)
+			if state == leaseRunning {
+				epochs[key] = epoch
+			}
+			return err
+		}); err != nil {
+			return true, fmt.Errorf("sqlstore: journal append: leases: %w", err)
+		}
 	}
-	moves := &leaseMoves{states: map[string]string{}}
+	writes := sealBatch(batch, out, seq, hash, taken, epochs)
+	if writes == nil {
+		return false, nil
+	}
+	for _, st := range writes.statements(j.s) {
+		if _, err := tx.ExecContext(ctx, st.query, st.args...); err != nil {
+			return true, st.fail(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("sqlstore: journal append: commit: %w", err)
+	}
+	return false, nil
+}
+
+// headQuery reads (and on PostgreSQL locks: one chain across processes)
+// the journal's head.
+func headQuery(d dialect) string {
+	if d == postgres {
+		return `SELECT seq, hash FROM governance_journal_head WHERE id = 1 FOR UPDATE`
+	}
+	return `SELECT seq, hash FROM governance_journal_head WHERE id = 1`
+}
+
+// A statement is one query of an append's transaction.
+type statement struct {
+	query string
+	args  []any
+	what  string // for its error
+}
+
+func (st statement) fail(err error) error {
+	if isUniqueViolation(err) {
+		err = fmt.Errorf("%w (%v)", govern.ErrDuplicate, err)
+	}
+	return fmt.Errorf("sqlstore: journal append: %s: %w", st.what, err)
+}
+
+// inList returns a query of prefix, an IN list of n parameters, and suffix.
+func inList(prefix string, n int, suffix string) string {
+	var q strings.Builder
+	q.WriteString(prefix)
+	q.WriteString(" IN (")
+	for i := range n {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString("$" + strconv.Itoa(i+1))
+	}
+	q.WriteByte(')')
+	q.WriteString(suffix)
+	return q.String()
+}
+
+// chunked returns the queries of prefix … IN (keys) suffix, at most 500
+// keys each.
+func chunked(keys []any, prefix, suffix, what string) []statement {
+	var out []statement
+	for len(keys) > 0 {
+		n := min(len(keys), 500)
+		out = append(out, statement{inList(prefix, n, suffix), keys[:n], what})
+		keys = keys[n:]
+	}
+	return out
+}
+
+// takenQueries return which of the batch's unique keys the journal
+// holds. The head lock makes the answer hold until the commit.
+func takenQueries(batch []*journalAppend) []statement {
+	var keys []any
+	for _, a := range batch {
+		for _, r := range a.recs {
+			if r.Unique != "" {
+				keys = append(keys, r.Unique)
+			}
+		}
+	}
+	return chunked(keys, `SELECT unique_key FROM governance_journal WHERE unique_key`, "", "unique keys")
+}
+
+// queryRows runs q in tx and calls scan for each row.
+func queryRows(ctx context.Context, tx *sql.Tx, q statement, scan func(*sql.Rows) error) error {
+	rows, err := tx.QueryContext(ctx, q.query, q.args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// sealed is what an append's transaction writes once it has read the
+// head, the unique keys taken and the leases' epochs.
+type sealed struct {
+	rows  []any // insertCols per record
+	moves *leaseMoves
+	head  *govern.Record
+}
+
+// sealBatch chains the records of the batch's Appends that may be
+// appended after the head (seq, hash) — setting in out the outcome of
+// those that may not: a unique key taken, a lease epoch not the newest,
+// a record that cannot be sealed — and returns what to write; nil when
+// nothing is to be.
+func sealBatch(batch []*journalAppend, out []error, seq int64, hash string, taken map[string]bool, epochs map[string]int64) *sealed {
+	w := &sealed{moves: &leaseMoves{states: map[string]string{}}}
 	var prev *govern.Record
 	if seq > 0 {
 		prev = &govern.Record{Seq: uint64(seq), Hash: hash}
 	}
-	var rows []any
 	for i, a := range batch {
 		if out[i] = checkTaken(a.recs, taken); out[i] != nil {
 			continue
@@ -238,84 +364,34 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 		if out[i] != nil {
 			continue
 		}
-		rows = append(rows, add...)
+		w.rows = append(w.rows, add...)
 		prev = p
-		moves.add(a.recs)
+		w.moves.add(a.recs)
 		for _, r := range a.recs {
 			if r.Unique != "" {
 				taken[r.Unique] = true
 			}
 		}
 	}
-	if len(rows) == 0 {
-		return false, nil
+	if len(w.rows) == 0 {
+		return nil
 	}
-	for len(rows) > 0 {
-		n := min(len(rows), insertCols*insertRows)
-		if _, err := tx.ExecContext(ctx, insertQuery(n/insertCols), rows[:n]...); err != nil {
-			if isUniqueViolation(err) {
-				err = fmt.Errorf("sqlstore: journal append: %w (%v)", govern.ErrDuplicate, err)
-			}
-			return true, fmt.Errorf("sqlstore: journal append: %w", err)
-		}
-		rows = rows[n:]
-	}
-	if err := j.s.moveLeases(ctx, tx, moves); err != nil {
-		return true, err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE governance_journal_head SET seq = $1, hash = $2 WHERE id = 1`, int64(prev.Seq), prev.Hash); err != nil {
-		return true, fmt.Errorf("sqlstore: journal append: move the head: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return false, fmt.Errorf("sqlstore: journal append: commit: %w", err)
-	}
-	return false, nil
+	w.head = prev
+	return w
 }
 
-// takenKeys returns which of the batch's unique keys the journal holds.
-// The head lock makes the answer hold until the commit.
-func takenKeys(ctx context.Context, tx *sql.Tx, batch []*journalAppend) (map[string]bool, error) {
-	taken := map[string]bool{}
-	var keys []any
-	for _, a := range batch {
-		for _, r := range a.recs {
-			if r.Unique != "" {
-				keys = append(keys, r.Unique)
-			}
-		}
+// statements are the writes of an append's transaction: the rows, the
+// lease moves, the new head.
+func (w *sealed) statements(s *Store) []statement {
+	var out []statement
+	for rows := w.rows; len(rows) > 0; {
+		n := min(len(rows), insertCols*insertRows)
+		out = append(out, statement{insertQuery(n / insertCols), rows[:n], "insert"})
+		rows = rows[n:]
 	}
-	for len(keys) > 0 {
-		n := min(len(keys), 500)
-		var q strings.Builder
-		q.WriteString(`SELECT unique_key FROM governance_journal WHERE unique_key IN (`)
-		for i := range n {
-			if i > 0 {
-				q.WriteByte(',')
-			}
-			q.WriteString("$" + strconv.Itoa(i+1))
-		}
-		q.WriteByte(')')
-		rows, err := tx.QueryContext(ctx, q.String(), keys[:n]...)
-		if err != nil {
-			return nil, fmt.Errorf("sqlstore: journal append: unique keys: %w", err)
-		}
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("sqlstore: journal append: unique keys: %w", err)
-			}
-			taken[k] = true
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("sqlstore: journal append: unique keys: %w", err)
-		}
-		keys = keys[n:]
-	}
-	return taken, nil
+	out = append(out, w.moves.statements(s)...)
+	return append(out, statement{`UPDATE governance_journal_head SET seq = $1, hash = $2 WHERE id = 1`,
+		[]any{int64(w.head.Seq), w.head.Hash}, "move the head"})
 }
 
 func checkTaken(recs []*govern.Record, taken map[string]bool) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,7 +110,12 @@ func TestJournalSharedDatabase(t *testing.T) {
 // fail the appends committed with it, and many concurrent appends share
 // transactions.
 func TestJournalGroupCommit(t *testing.T) {
-	j := openT(t, sqliteURL(t)).Journal()
+	for name, newURL := range stores(t) {
+		t.Run(name, func(t *testing.T) { testJournalGroupCommit(t, openT(t, newURL(t)).Journal()) })
+	}
+}
+
+func testJournalGroupCommit(t *testing.T, j govern.Journal) {
 	taken := journalfixture.Record(recordkind.ApprovalDecided, "x", `{}`)
 	taken.Unique = "k"
 	if err := j.Append(t.Context(), true, taken); err != nil {
@@ -266,5 +272,60 @@ func TestJournalDecisionsNotified(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no notification of the decision")
+	}
+}
+
+// TestJournalStatementFailure: an append whose statement the database
+// refuses (here a trigger refusing one run's records) fails alone — the
+// appends committed with it are stored — the transaction is ended, and
+// the connection serves the next append (one connection in the pool, so
+// that a transaction left open would fail it).
+func TestJournalStatementFailure(t *testing.T) {
+	for name, newURL := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			st := openT(t, newURL(t))
+			ctx := t.Context()
+			trigger := []string{`CREATE TRIGGER explode BEFORE INSERT ON governance_journal WHEN NEW.request_id = 'explode'
+BEGIN SELECT RAISE(ABORT, 'boom'); END`}
+			if st.dialect == postgres {
+				trigger = []string{`CREATE FUNCTION explode() RETURNS trigger AS $$
+BEGIN IF NEW.request_id = 'explode' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`,
+					`CREATE TRIGGER explode BEFORE INSERT ON governance_journal FOR EACH ROW EXECUTE FUNCTION explode()`}
+			}
+			for _, stmt := range trigger {
+				if _, err := st.db.ExecContext(ctx, stmt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st.db.SetMaxOpenConns(1)
+			j := st.Journal()
+			const n = 16
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					id := "fine"
+					if i%4 == 0 {
+						id = "explode"
+					}
+					errs[i] = j.Append(context.Background(), true, journalfixture.Record(recordkind.Transition, id, fmt.Sprintf(`{"i":%d}`, i)))
+				})
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if i%4 == 0 && (err == nil || !strings.Contains(err.Error(), "boom")) {
+					t.Errorf("append %d (refused by the trigger): %v", i, err)
+				}
+				if i%4 != 0 && err != nil {
+					t.Errorf("append %d: %v", i, err)
+				}
+			}
+			if err := j.Append(ctx, true, journalfixture.Record(recordkind.Transition, "after", `{}`)); err != nil {
+				t.Errorf("the append after: %v", err)
+			}
+			if c, err := govern.VerifyChain(ctx, j); err != nil || c != n-n/4+1 {
+				t.Errorf("VerifyChain = %d, %v; want %d", c, err, n-n/4+1)
+			}
+		})
 	}
 }

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -194,12 +193,12 @@ func (j *sqlJournal) Release(ctx context.Context, key string, epoch uint64) (err
 	return nil
 }
 
-// fence checks, inside an append's transaction, that the records of the
-// batch carrying an epoch carry their run's newest: it returns the
-// epochs of the leases by request ID (locked FOR SHARE on PostgreSQL, so
-// that no claim moves them until the commit). A lease that does not
-// exist has epoch 0.
-func (s *Store) fence(ctx context.Context, tx *sql.Tx, batch []*journalAppend) (map[string]int64, error) {
+// fenceQueries read, inside an append's transaction, the leases of the
+// runs whose records of the batch carry an epoch: key, epoch, state
+// (locked FOR SHARE on PostgreSQL, so that no claim moves them until the
+// commit). checkFence then refuses a record whose epoch is not its
+// running lease's; a lease that does not exist has epoch 0.
+func fenceQueries(batch []*journalAppend, d dialect) []statement {
 	var keys []any
 	seen := map[string]bool{}
 	for _, a := range batch {
@@ -210,49 +209,11 @@ func (s *Store) fence(ctx context.Context, tx *sql.Tx, batch []*journalAppend) (
 			}
 		}
 	}
-	if len(keys) == 0 {
-		return nil, nil
+	suffix := ""
+	if d == postgres {
+		suffix = " FOR SHARE"
 	}
-	epochs := map[string]int64{}
-	for len(keys) > 0 {
-		n := min(len(keys), 500)
-		var q strings.Builder
-		q.WriteString(`SELECT lease_key, epoch, state FROM governance_leases WHERE lease_key IN (`)
-		for i := range n {
-			if i > 0 {
-				q.WriteByte(',')
-			}
-			q.WriteString("$" + strconv.Itoa(i+1))
-		}
-		q.WriteByte(')')
-		if s.dialect == postgres {
-			q.WriteString(` FOR SHARE`)
-		}
-		if err := func() error {
-			rows, err := tx.QueryContext(ctx, q.String(), keys[:n]...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var (
-					key, state string
-					epoch      int64
-				)
-				if err := rows.Scan(&key, &epoch, &state); err != nil {
-					return err
-				}
-				if state == leaseRunning {
-					epochs[key] = epoch
-				}
-			}
-			return rows.Err()
-		}(); err != nil {
-			return nil, fmt.Errorf("sqlstore: journal append: leases: %w", err)
-		}
-		keys = keys[n:]
-	}
-	return epochs, nil
+	return chunked(keys, `SELECT lease_key, epoch, state FROM governance_leases WHERE lease_key`, suffix, "leases")
 }
 
 // checkFence refuses records whose epoch is not their running lease's.
@@ -297,25 +258,22 @@ func (m *leaseMoves) add(recs []*govern.Record) {
 	}
 }
 
-// moveLeases applies moves in the append's transaction.
-func (s *Store) moveLeases(ctx context.Context, tx *sql.Tx, moves *leaseMoves) error {
-	for key, state := range moves.states {
-		if _, err := tx.ExecContext(ctx, `UPDATE governance_leases SET state = $2, expires_at = NULL WHERE lease_key = $1`, key, state); err != nil {
-			return fmt.Errorf("sqlstore: journal append: lease of %s: %w", key, err)
-		}
+// statements are the writes of moves in the append's transaction.
+func (m *leaseMoves) statements(s *Store) []statement {
+	var out []statement
+	for key, state := range m.states {
+		out = append(out, statement{`UPDATE governance_leases SET state = $2, expires_at = NULL WHERE lease_key = $1`,
+			[]any{key, state}, "lease of " + key})
 	}
-	for _, d := range moves.decided {
-		if _, err := tx.ExecContext(ctx, `UPDATE governance_leases SET decided = $2 WHERE lease_key = $1`, d.requestID, int64(d.seq)); err != nil {
-			return fmt.Errorf("sqlstore: journal append: lease of %s: %w", d.requestID, err)
-		}
+	for _, d := range m.decided {
+		out = append(out, statement{`UPDATE governance_leases SET decided = $2 WHERE lease_key = $1`,
+			[]any{d.requestID, int64(d.seq)}, "lease of " + d.requestID})
 		if s.dialect == postgres {
 			// Delivered at the commit, to every listening replica.
-			if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, decisionChannel, d.payload); err != nil {
-				return fmt.Errorf("sqlstore: journal append: notify the decision: %w", err)
-			}
+			out = append(out, statement{`SELECT pg_notify($1, $2)`, []any{decisionChannel, d.payload}, "notify the decision"})
 		}
 	}
-	return nil
+	return out
 }
 
 // decisionChannel is the PostgreSQL notification channel of approval

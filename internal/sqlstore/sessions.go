@@ -39,29 +39,38 @@ type sessionQueries struct {
 	get, create, update, version, delete *sql.Stmt
 }
 
+// The session statements.
+const (
+	sessionGetQuery = `
+SELECT workflow, stage, state, version, created_at, updated_at, expires_at FROM workflow_sessions WHERE session_id = $1`
+	// A row that exists but has expired is replaced: that session is
+	// gone, as Get reports.
+	sessionCreateQuery = `
+INSERT INTO workflow_sessions (session_id, workflow, stage, state, version, created_at, updated_at, expires_at)
+VALUES ($1, $2, $3, $4, 1, $5, $6, $7)
+ON CONFLICT (session_id) DO UPDATE SET
+	workflow = excluded.workflow, stage = excluded.stage, state = excluded.state, version = excluded.version,
+	created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at
+WHERE workflow_sessions.expires_at <= $8`
+	// The compare-and-swap: from version $9, unless expired at $10.
+	sessionUpdateQuery = `
+UPDATE workflow_sessions SET workflow = $2, stage = $3, state = $4, version = $5, created_at = $6, updated_at = $7, expires_at = $8
+WHERE session_id = $1 AND version = $9 AND (expires_at IS NULL OR expires_at > $10)`
+	sessionVersionQuery = `SELECT version, expires_at FROM workflow_sessions WHERE session_id = $1`
+	sessionDeleteQuery  = `DELETE FROM workflow_sessions WHERE session_id = $1`
+)
+
 func prepareSessionQueries(ctx context.Context, db *sql.DB) (*sessionQueries, error) {
 	q := &sessionQueries{}
 	for _, p := range []struct {
 		stmt  **sql.Stmt
 		query string
 	}{
-		{&q.get, `
-SELECT workflow, stage, state, version, created_at, updated_at, expires_at FROM workflow_sessions WHERE session_id = $1`},
-		// A row that exists but has expired is replaced: that session is
-		// gone, as Get reports.
-		{&q.create, `
-INSERT INTO workflow_sessions (session_id, workflow, stage, state, version, created_at, updated_at, expires_at)
-VALUES ($1, $2, $3, $4, 1, $5, $6, $7)
-ON CONFLICT (session_id) DO UPDATE SET
-	workflow = excluded.workflow, stage = excluded.stage, state = excluded.state, version = excluded.version,
-	created_at = excluded.created_at, updated_at = excluded.updated_at, expires_at = excluded.expires_at
-WHERE workflow_sessions.expires_at <= $8`},
-		// The compare-and-swap: from version $9, unless expired at $10.
-		{&q.update, `
-UPDATE workflow_sessions SET workflow = $2, stage = $3, state = $4, version = $5, created_at = $6, updated_at = $7, expires_at = $8
-WHERE session_id = $1 AND version = $9 AND (expires_at IS NULL OR expires_at > $10)`},
-		{&q.version, `SELECT version, expires_at FROM workflow_sessions WHERE session_id = $1`},
-		{&q.delete, `DELETE FROM workflow_sessions WHERE session_id = $1`},
+		{&q.get, sessionGetQuery},
+		{&q.create, sessionCreateQuery},
+		{&q.update, sessionUpdateQuery},
+		{&q.version, sessionVersionQuery},
+		{&q.delete, sessionDeleteQuery},
 	} {
 		stmt, err := db.PrepareContext(ctx, p.query)
 		if err != nil {
