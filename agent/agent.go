@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -54,6 +57,11 @@ type Options struct {
 	// Logger receives checkpoint failures and other operational records;
 	// nil uses slog.Default().
 	Logger *slog.Logger
+	// Name names the agent in telemetry: each run is a span "invoke_agent
+	// {Name}" with gen_ai.agent.name (OpenTelemetry GenAI semantic
+	// conventions), made by LLMOptions.TracerProvider. Empty: the span
+	// is "invoke_agent" and carries the agent's ID only.
+	Name string
 }
 
 // Agent is a configured agent (UAP-1.1 §4.3). It is safe for concurrent
@@ -69,6 +77,7 @@ type Agent struct {
 	ckpt           *checkpointer
 	userSchedule   func([]llm.ToolCall) [][]int // ToolStrategy.Schedule as given, for stepLLM
 	steps          *stepCache                   // the last step's instance, for stepLLM
+	tracer         trace.Tracer
 }
 
 // New creates an agent: it binds the model through llm.LLM (so the UPP
@@ -80,7 +89,8 @@ func New(options *Options) (*Agent, error) {
 	if options != nil {
 		opts = *options
 	}
-	a := &Agent{id: ids.New(), opts: opts, sessionID: opts.SessionID, exec: opts.Execution, steps: &stepCache{}}
+	a := &Agent{id: ids.New(), opts: opts, sessionID: opts.SessionID, exec: opts.Execution, steps: &stepCache{},
+		tracer: telemetry.Tracer(opts.TracerProvider)}
 	if a.exec == nil {
 		a.exec = defaultLoop{}
 	}
@@ -273,7 +283,9 @@ func Resumable(s *State) bool {
 	return !ok || m.HasToolCalls()
 }
 
-func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit func(Event)) (*Result, error) {
+func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit func(Event)) (res *Result, err error) {
+	ctx, span := a.startSpan(ctx)
+	defer func() { telemetry.EndError(span, err) }()
 	msg, err := toMessage(input)
 	if err != nil {
 		return nil, err
@@ -288,7 +300,7 @@ func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit fun
 		defer a.ckpt.flushSession(ctx, a.sessionID)
 	}
 
-	res, err := a.runMiddleware(ctx, mc, ec)
+	res, err = a.runMiddleware(ctx, mc, ec)
 	if err == nil {
 		return res, nil
 	}

@@ -478,6 +478,9 @@ func (b *builder) subagentTool(g *govern.Governor, d *Definition, i int) (llm.To
 	gov := sa.Govern
 	gov.Name = name
 	o.Middleware = append(slices.Clip(o.Middleware), g.Middleware(&gov))
+	if o.Name == "" {
+		o.Name = name
+	}
 	sub, err := agent.New(&o)
 	if err != nil {
 		return llm.Tool{}, fmt.Errorf("sub-agent %q: %w", name, err)

@@ -494,6 +494,7 @@ func ResumeAgent(ctx context.Context, g *Governor, a *agent.Agent, requestID str
 	if err != nil {
 		return nil, err
 	}
+	ctx = resumeTrace(ctx, r.TraceID())
 	snap, err := r.Resume(ctx)
 	if err != nil {
 		return nil, err

@@ -202,7 +202,8 @@ type RunOptions struct {
 	// RequestID is a UUID; "" generates a UUIDv4.
 	RequestID string
 	// TraceID is a W3C trace-id (32 lowercase hex digits, not all zero);
-	// "" generates one, or inherits the parent's.
+	// "" takes the trace id of ctx's OpenTelemetry span (a run without
+	// Parent or ParentTraceID), else generates one.
 	TraceID string
 	// Parent is the invoking run, when this run is a child (§4.3): the
 	// child's fail_safe blocks the parent's deliver. ParentTraceID alone
@@ -246,6 +247,9 @@ func (g *Governor) Start(ctx context.Context, runOpts *RunOptions) (*Run, error)
 		if o.TraceID == "" {
 			o.TraceID = newTraceID()
 		}
+	}
+	if o.TraceID == "" && o.Parent == nil && o.ParentTraceID == "" {
+		o.TraceID = spanTraceID(ctx) // the OpenTelemetry trace the run starts in, if any
 	}
 	if o.TraceID == "" {
 		o.TraceID = newTraceID()

@@ -188,6 +188,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		floor = r.class.Floor
 	}
 	tier := effectiveTier(spec.Tier, r.g.opts.Pinned[spec.Name], floor)
+	traceCall(ctx, r.requestID, tier)
 	intent := CallIntent{Tier: tier, DeclaredTier: spec.Tier.String(), Args: argsRaw, ArgsHash: argsHash}
 
 	r.mu.Lock()

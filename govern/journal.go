@@ -79,6 +79,11 @@ type Record struct {
 	RequestID     string     `json:"request_id"`
 	TraceID       string     `json:"trace_id"`
 	ParentTraceID string     `json:"parent_trace_id,omitempty"`
+	// SpanID is the OpenTelemetry span the record was written in (the
+	// execute_tool span of a tool call, the invoke_agent span of a run),
+	// 16 lowercase hex digits, when that span was recording and belongs
+	// to the run's trace; empty otherwise.
+	SpanID string `json:"span_id,omitempty"`
 	// Node is the governor instance that wrote the record (Options.Node).
 	Node string `json:"node,omitempty"`
 	// Epoch is the epoch of the run's lease its writer held (Options.Lease);

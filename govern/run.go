@@ -148,6 +148,7 @@ func (r *Run) appendData(ctx context.Context, sync bool, rec *Record, data any, 
 		}
 		rec.Data = b
 	}
+	traceRecord(ctx, rec, data)
 	if err := r.g.j.Append(context.WithoutCancel(ctx), sync, append(before, rec)...); err != nil {
 		if errors.Is(err, ErrDuplicate) {
 			return err

@@ -7,6 +7,11 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
 // LLMOptions configures an LLMInstance (UPP-1.3 §5.2).
@@ -31,6 +36,16 @@ type LLMOptions struct {
 	Structure Schema
 	// Middleware wraps every call (UPP-1.3 §10).
 	Middleware []Middleware
+	// TracerProvider makes the spans of provider and tool calls ("chat
+	// {model}", "execute_tool {tool}", in the OpenTelemetry GenAI
+	// semantic conventions); nil is the global provider
+	// (otel.GetTracerProvider), which records nothing until a program
+	// installs an SDK.
+	TracerProvider trace.TracerProvider
+	// MeterProvider records gen_ai.client.token.usage and
+	// gen_ai.client.operation.duration for each provider call; nil is the
+	// global provider.
+	MeterProvider metric.MeterProvider
 }
 
 // LLMInstance is a configured model (UPP-1.3 §5.3). It is safe for
@@ -42,6 +57,8 @@ type LLMInstance struct {
 	caps     LLMCapabilities
 	config   ProviderConfig
 	tools    map[string]*Tool
+	tracer   trace.Tracer
+	metrics  *telemetry.GenAIMetrics
 }
 
 // LLM binds opts.Model and checks the options against the provider's
@@ -94,6 +111,7 @@ func LLM(options *LLMOptions) (*LLMInstance, error) {
 	return &LLMInstance{
 		opts: opts, provider: name, handler: h, caps: caps,
 		config: base.merge(opts.Config), tools: tools,
+		tracer: telemetry.Tracer(opts.TracerProvider), metrics: telemetry.GenAIMetricsOf(opts.MeterProvider),
 	}, nil
 }
 
@@ -274,11 +292,14 @@ func (l *LLMInstance) run(ctx context.Context, history []Message, inputs []Input
 			return nil, l.fail(err)
 		}
 		var resp *Response
+		cctx, span := l.startChat(ctx, req)
+		start := time.Now()
 		if emit == nil {
-			resp, err = l.handler.Complete(ctx, req)
+			resp, err = l.handler.Complete(cctx, req)
 		} else {
-			resp, err = l.handler.Stream(ctx, req, emit)
+			resp, err = l.handler.Stream(cctx, req, emit)
 		}
+		l.endChat(cctx, span, start, req, resp, err)
 		if err != nil {
 			if ctx.Err() != nil { // the provider's view of a cancellation may vary
 				return nil, l.fail(errors.Join(ctx.Err(), err))
@@ -437,6 +458,7 @@ func (l *LLMInstance) executeTool(ctx context.Context, round *round, index int, 
 	if ctx.Err() != nil { // aborted: pending calls are skipped
 		return ToolResult{ToolCallID: call.ToolCallID, Result: "Tool execution cancelled", IsError: true}
 	}
+	ctx, span := l.startTool(ctx, tool, call)
 	strategy := l.opts.ToolStrategy
 	start := time.Now()
 	if emit != nil {
@@ -447,6 +469,7 @@ func (l *LLMInstance) executeTool(ctx context.Context, round *round, index int, 
 		if recorded {
 			record(x)
 		}
+		endTool(span, x)
 		mw.toolResult(ctx, tool, res)
 		if emit != nil {
 			emit(StreamEvent{Type: ToolExecutionEnd, Index: index, Delta: EventDelta{

@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/internal/sse"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 	"github.com/agentry-dev/agentry/messaging/internal/binding"
 	"github.com/coder/websocket"
 )
@@ -207,6 +208,7 @@ func (c *Client) post(ctx context.Context, body []byte) (*http.Response, error) 
 		return nil, err
 	}
 	hr.Header.Set("Content-Type", mediaType)
+	telemetry.Inject(ctx, hr.Header)
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return nil, err
@@ -546,6 +548,7 @@ func (r *Reply) followSSE(ctx context.Context, last int64, deliver func(*envelop
 		return false, err
 	}
 	hr.Header.Set("Accept", "text/event-stream")
+	telemetry.Inject(ctx, hr.Header)
 	if last >= 0 {
 		hr.Header.Set("Last-Event-ID", strconv.FormatInt(last, 10))
 	}

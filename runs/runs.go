@@ -31,6 +31,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/ids"
@@ -372,7 +374,13 @@ func (s *Service) Start(ctx context.Context, p *StartParams) (*Run, error) {
 	started := make(chan error, 1)
 	var once sync.Once
 	journaled := func(err error) { once.Do(func() { started <- err }) }
+	// The run belongs to the trace of the request that started it (its
+	// invoke_agent span a child of the caller's span), not to its context.
+	parent := trace.SpanContextFromContext(ctx)
 	if !s.launch(id, p.Agent, func(ctx context.Context) (*agent.Result, error) {
+		if parent.IsValid() {
+			ctx = trace.ContextWithSpanContext(ctx, parent)
+		}
 		sr := a.Stream(govern.WithRequestID(ctx, id), llm.NewUserMessage(llm.Text(p.Input)), nil)
 		for ev, err := range sr.Events() {
 			if err != nil {

@@ -7,6 +7,9 @@ import (
 	"net"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/envelope"
 	"github.com/agentry-dev/agentry/govern"
@@ -108,6 +111,20 @@ type Config struct {
 	// Logger receives operational records (access records at Debug);
 	// nil is slog.Default().
 	Logger *slog.Logger
+
+	// TracerProvider makes the server's spans — one per HTTP request,
+	// continuing an incoming W3C traceparent — and is the default of each
+	// agent's LLMOptions.TracerProvider (invoke_agent, chat and
+	// execute_tool spans in the OpenTelemetry GenAI conventions); nil is
+	// the global provider (otel.GetTracerProvider), which records nothing
+	// unless the program installs an SDK (the agentry binary does when
+	// the OTEL_* environment asks for it).
+	TracerProvider trace.TracerProvider
+	// MeterProvider records http.server.request.duration and each agent's
+	// GenAI client metrics (the default of LLMOptions.MeterProvider); nil
+	// is the global provider. /metrics serves the Prometheus page either
+	// way.
+	MeterProvider metric.MeterProvider
 }
 
 // Agent is an agent a Server runs under governance.

@@ -14,8 +14,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/metrics"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
 // coreOptions configures a core; the zero value works.
@@ -38,6 +42,10 @@ type coreOptions struct {
 	// "Authorization: Bearer <token>" (a Prometheus scrape sends it with
 	// authorization.credentials); /healthz stays open, for probes.
 	MetricsBearerToken string
+	// TracerProvider and MeterProvider make the request spans and
+	// http.server.request.duration; nil: the global providers.
+	TracerProvider trace.TracerProvider
+	MeterProvider  metric.MeterProvider
 }
 
 // core is the HTTP server under Server: the mux, the in-flight limit,
@@ -51,6 +59,8 @@ type core struct {
 	latency  *metrics.HistogramVec
 	inflight atomic.Int64
 	sem      chan struct{}
+	tracer   trace.Tracer
+	duration metric.Float64Histogram // http.server.request.duration
 
 	mu         sync.Mutex
 	checks     map[string]func(context.Context) error
@@ -80,6 +90,10 @@ func newCore(opts coreOptions) *core {
 	if s.logger == nil {
 		s.logger = slog.Default()
 	}
+	s.tracer = telemetry.Tracer(opts.TracerProvider)
+	s.duration, _ = telemetry.Meter(opts.MeterProvider).Float64Histogram("http.server.request.duration",
+		metric.WithDescription("Duration of HTTP server requests."), metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10))
 	s.requests = s.registry.NewCounterVec("agentry_http_requests_total", "HTTP requests by route, method and status.", "route", "method", "code")
 	s.latency = s.registry.NewHistogramVec("agentry_http_request_duration_seconds", "HTTP request latency by route.", nil, "route")
 	s.registry.NewGaugeFunc("agentry_http_requests_in_flight", "Requests being served.", func() float64 { return float64(s.inflight.Load()) })
@@ -184,12 +198,17 @@ func (s *core) instrument(route string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		ctx, span := s.startSpan(r, route)
+		if ctx != r.Context() {
+			r = r.WithContext(ctx)
+		}
 		h.ServeHTTP(sw, r)
 		code := sw.code
 		if code == 0 {
 			code = http.StatusOK
 		}
 		d := time.Since(start)
+		s.endSpan(ctx, span, r, route, code, d)
 		k := counterKey{r.Method, code}
 		c, ok := counters.Load(k)
 		if !ok {

@@ -101,7 +101,8 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 	}
 	s.core = newCore(coreOptions{Logger: c.Logger, MaxInFlight: c.MaxInFlight, MetricsBearerToken: c.Token,
 		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
-		IdleTimeout: c.IdleTimeout, ShutdownTimeout: c.ShutdownTimeout})
+		IdleTimeout: c.IdleTimeout, ShutdownTimeout: c.ShutdownTimeout,
+		TracerProvider: c.TracerProvider, MeterProvider: c.MeterProvider})
 	if err := s.mountWorkflows(); err != nil {
 		return nil, err
 	}
@@ -480,6 +481,15 @@ func (s *Server) buildAgents(agents []Agent) (*runs.Options, error) {
 		o.Middleware = append(slices.Clip(o.Middleware), s.gov.Middleware(&gov))
 		if o.Logger == nil {
 			o.Logger = s.log
+		}
+		if o.Name == "" {
+			o.Name = a.Name
+		}
+		if o.TracerProvider == nil {
+			o.TracerProvider = s.cfg.TracerProvider
+		}
+		if o.MeterProvider == nil {
+			o.MeterProvider = s.cfg.MeterProvider
 		}
 		built, err := agent.New(&o)
 		if err != nil {

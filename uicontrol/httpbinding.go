@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/sse"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
 // The http@0.1 binding (docs/spec-notes/uiap.md, "HTTP binding"). One
@@ -745,6 +746,7 @@ func (t *httpClientConn) request(ctx context.Context, method, u string, body []b
 	if err != nil {
 		return nil, err
 	}
+	telemetry.Inject(ctx, req.Header)
 	for k, v := range t.header {
 		req.Header[k] = v
 	}

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
 // ClientOptions configures a Client; the zero value works.
@@ -134,6 +136,7 @@ func (c *Client) do(ctx context.Context, method, path, sessionID string, body, o
 	if err != nil {
 		return nil, fmt.Errorf("uaip client: %w", err)
 	}
+	telemetry.Inject(ctx, req.Header)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -13,8 +13,11 @@ import (
 	"strconv"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/strictjson"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 	"github.com/agentry-dev/agentry/internal/unavailable"
 )
 
@@ -223,6 +226,10 @@ func (h *handler) initialize(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		span.SetAttributes(telemetry.UAIPWorkflow.String(s.Workflow), telemetry.UAIPStage.String(s.Stage),
+			telemetry.UAIPSession.String(s.ID))
+	}
 	wf, _ := h.engine.Workflow(s.Workflow)
 	w.Header().Set(headerSessionID, s.ID)
 	writeJSON(w, http.StatusOK, initializeResponse{SessionID: s.ID, Workflow: s.Workflow, InitialStage: s.Stage,
@@ -269,6 +276,10 @@ func (h *handler) execute(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s := res.Session
+	if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+		span.SetAttributes(telemetry.UAIPWorkflow.String(s.Workflow), telemetry.UAIPStage.String(s.Stage),
+			telemetry.UAIPTask.String(res.Action), telemetry.UAIPSession.String(s.ID))
+	}
 	wf, _ := h.engine.Workflow(s.Workflow)
 	w.Header().Set(headerSessionID, s.ID)
 	buf := respBufs.Get().(*bytes.Buffer)

@@ -17,6 +17,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
 // Webhook is an HTTP endpoint implementing a task; NewWebhookFunc turns
@@ -262,6 +264,7 @@ func (h *webhook) attempt(ctx context.Context, task string, body []byte) (*TaskR
 	for k, vs := range h.header {
 		hreq.Header[http.CanonicalHeaderKey(k)] = vs
 	}
+	telemetry.Inject(actx, hreq.Header)
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "application/json")
 	if hreq.Header.Get("User-Agent") == "" {

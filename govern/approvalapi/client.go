@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
 // maxResponseBytes bounds the answers Client reads.
@@ -99,6 +100,7 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	if err != nil {
 		return fmt.Errorf("approvalapi: %w", err)
 	}
+	telemetry.Inject(ctx, req.Header)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

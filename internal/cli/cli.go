@@ -7,12 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentry-dev/agentry/internal/otelsetup"
 )
+
+// telemetryFlushTimeout bounds the flush of OpenTelemetry data when a
+// command ends (an unreachable collector must not hold the exit).
+const telemetryFlushTimeout = 5 * time.Second
 
 // Version is the agentry version; release builds set it with
 // -ldflags "-X github.com/agentry-dev/agentry/internal/cli.Version=v1.2.3".
@@ -70,7 +78,22 @@ Run a prompt on any provider (offline demo model by default):
 	root.SetErr(e.stderr)
 	root.AddCommand(versionCmd(e), llmCmd(e), runCmd(e), serveCmd(e), agentsCmd(e), uaipCmd(e), conformanceCmd(e), keysCmd(e), approvalsCmd(e), approveCmd(e), auditCmd(e), uampCmd(e), uiapCmd(e))
 
-	err := root.ExecuteContext(ctx)
+	// OpenTelemetry, as the OTEL_* environment asks (off by default);
+	// its buffers are flushed when the command ends.
+	tel, err := otelsetup.Setup(ctx, &otelsetup.Options{ServiceVersion: version()})
+	if err != nil {
+		fmt.Fprintln(e.stderr, "agentry:", err)
+		return 2
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), telemetryFlushTimeout)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			slog.Warn("flushing OpenTelemetry data", "error", err)
+		}
+	}()
+
+	err = root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}

@@ -18,7 +18,7 @@ const MaxRecordSize = 16 << 20
 // govern.Record (required) and those it omits when empty.
 var (
 	recordRequired = []string{"seq", "prev", "hash", "timestamp", "kind", "request_id", "trace_id", "actor", "outcome"}
-	recordOptional = []string{"parent_trace_id", "node", "epoch", "from", "to", "tool", "call_id", "reasons", "unique", "data"}
+	recordOptional = []string{"parent_trace_id", "span_id", "node", "epoch", "from", "to", "tool", "call_id", "reasons", "unique", "data"}
 	actorRequired  = []string{"id", "kind"}
 )
 

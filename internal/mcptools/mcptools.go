@@ -29,6 +29,7 @@ import (
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -151,18 +152,20 @@ func (t *Toolset) connect(ctx context.Context) error {
 	var tr mcp.Transport
 	if t.opts.URL != "" {
 		hc := t.opts.HTTPClient
-		if len(t.opts.Headers) > 0 {
-			base := http.DefaultTransport
-			if hc != nil && hc.Transport != nil {
-				base = hc.Transport
-			}
-			c := http.Client{}
-			if hc != nil {
-				c = *hc
-			}
-			c.Transport = headerTransport{base: base, headers: t.opts.Headers}
-			hc = &c
+		base := http.DefaultTransport
+		if hc != nil && hc.Transport != nil {
+			base = hc.Transport
 		}
+		c := http.Client{}
+		if hc != nil {
+			c = *hc
+		}
+		if len(t.opts.Headers) > 0 {
+			base = headerTransport{base: base, headers: t.opts.Headers}
+		}
+		// Each request carries the traceparent of the tool call's span.
+		c.Transport = telemetry.Transport(base)
+		hc = &c
 		tr = &mcp.StreamableClientTransport{Endpoint: t.opts.URL, HTTPClient: hc}
 	} else {
 		cmd := exec.Command(t.opts.Command[0], t.opts.Command[1:]...)

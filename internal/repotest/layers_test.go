@@ -197,3 +197,121 @@ func TestLayerViolationsFindsChains(t *testing.T) {
 		t.Errorf("violations (-want +got):\n%s", diff)
 	}
 }
+
+// otelBinary are the packages that may install the OpenTelemetry SDK and
+// its exporters: the binary's. Every other package of the module — the
+// libraries an embedder imports — uses the OpenTelemetry API only
+// (docs/observability.md), so that a program that installs no SDK pays
+// for none.
+var otelBinary = []string{"cmd", "internal/cli", "internal/otelsetup"}
+
+// otelForbidden are the OpenTelemetry modules a library must not depend
+// on: the SDK, the exporters and the OTLP wire types.
+var otelForbidden = []string{"go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters", "go.opentelemetry.io/proto/otlp"}
+
+// otelViolations returns, for every library package of graph (import
+// path → imports; names: import path → package name), the shortest chain
+// to a forbidden OpenTelemetry package.
+func otelViolations(module string, graph map[string][]string, names map[string]string) []string {
+	var roots []string
+	for pkg := range graph {
+		rel, ok := strings.CutPrefix(pkg, module+"/")
+		if pkg == module {
+			rel, ok = ".", true
+		}
+		if !ok || names[pkg] == "main" || underAny(rel, otelBinary) {
+			continue
+		}
+		roots = append(roots, pkg)
+	}
+	slices.Sort(roots)
+	var out []string
+	for _, root := range roots {
+		from := map[string]string{root: ""}
+		queue := []string{root}
+		for len(queue) > 0 {
+			pkg := queue[0]
+			queue = queue[1:]
+			if underAny(pkg, otelForbidden) {
+				chain := []string{pkg}
+				for p := from[pkg]; p != ""; p = from[p] {
+					chain = append(chain, p)
+				}
+				slices.Reverse(chain)
+				out = append(out, strings.Join(chain, " → "))
+				break
+			}
+			for _, imp := range graph[pkg] {
+				if _, seen := from[imp]; !seen {
+					from[imp] = pkg
+					queue = append(queue, imp)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestLibrariesUseOnlyTheOpenTelemetryAPI: no package of the module but
+// the binary's (and programs: package main) depends, directly or not, on
+// the OpenTelemetry SDK, an exporter or the OTLP wire types.
+func TestLibrariesUseOnlyTheOpenTelemetryAPI(t *testing.T) {
+	root := moduleRoot(t)
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list the packages: %v", err)
+	}
+	run := func(args ...string) []byte {
+		cmd := exec.Command(goCmd, args...)
+		cmd.Dir = root
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+		}
+		return out
+	}
+	module := strings.TrimSpace(string(run("list", "-m", "-f", "{{.Path}}")))
+	graph, names := map[string][]string{}, map[string]string{}
+	out := run("list", "-deps", "-f", "{{.ImportPath}}\t{{.Name}}\t{{join .Imports \" \"}}", "./...")
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.SplitN(line, "\t", 3)
+		if len(f) < 3 {
+			continue
+		}
+		names[f[0]] = f[1]
+		graph[f[0]] = strings.Fields(f[2])
+	}
+	if _, ok := graph[module+"/internal/otelsetup"]; !ok {
+		t.Errorf("internal/otelsetup is not a package of the module: update otelBinary")
+	}
+	if v := otelViolations(module, graph, names); len(v) > 0 {
+		t.Errorf("library packages that depend on the OpenTelemetry SDK or an exporter (only %v may):\n%s", otelBinary, strings.Join(v, "\n"))
+	}
+}
+
+// TestOTelViolationsFindsChains: the check reports a library that
+// reaches the SDK through another package, and lets the binary and
+// programs be.
+func TestOTelViolationsFindsChains(t *testing.T) {
+	const m = "example.com/m"
+	graph := map[string][]string{
+		m + "/llm":                {m + "/internal/telemetry"},
+		m + "/internal/telemetry": {"go.opentelemetry.io/otel/trace"},
+		m + "/server":             {m + "/internal/helper"},
+		m + "/internal/helper":    {"go.opentelemetry.io/otel/sdk/trace"},
+		m + "/internal/otelsetup": {"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"},
+		m + "/bench/tool":         {"go.opentelemetry.io/otel/sdk/metric"},
+		m + "/e2e":                {"go.opentelemetry.io/proto/otlp/trace/v1"},
+	}
+	names := map[string]string{m + "/bench/tool": "main"}
+	want := []string{
+		m + "/e2e → go.opentelemetry.io/proto/otlp/trace/v1",
+		m + "/internal/helper → go.opentelemetry.io/otel/sdk/trace",
+		m + "/server → " + m + "/internal/helper → go.opentelemetry.io/otel/sdk/trace",
+	}
+	if diff := cmp.Diff(want, otelViolations(m, graph, names)); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+}

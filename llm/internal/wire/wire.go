@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentry-dev/agentry/internal/envname"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 	"github.com/agentry-dev/agentry/llm"
 )
 
@@ -170,6 +171,7 @@ func (c *Client) attempt(ctx context.Context, method, path string, payload []byt
 	for k, v := range c.Config.Headers {
 		req.Header.Set(k, v)
 	}
+	telemetry.Inject(ctx, req.Header) // the chat span's traceparent
 	hc := c.Config.HTTPClient
 	if hc == nil {
 		hc = defaultClient

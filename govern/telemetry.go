@@ -1,0 +1,129 @@
+package govern
+
+import (
+	"context"
+	"crypto/rand"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentry-dev/agentry/internal/recordkind"
+	"github.com/agentry-dev/agentry/internal/telemetry"
+)
+
+// A governed run joins the OpenTelemetry trace it runs in: a run started
+// inside a span takes the span's trace id as its UAICP trace_id (the W3C
+// trace-id both name), each journal record written inside a recording
+// span of that trace carries the span's id (Record.SpanID: the
+// execute_tool span of a tool call, the invoke_agent span of a run), and
+// the record is also an event "uaicp.<kind>" on that span. A tool call's
+// span gets the uaicp.* attributes of its gate: risk tier, decision,
+// approval id.
+
+// spanTraceID is the trace id of ctx's span, when it has a valid one.
+func spanTraceID(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return ""
+}
+
+// traceCall puts the call's risk tier on its span.
+func traceCall(ctx context.Context, requestID string, tier Tier) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(telemetry.UAICPRequestID.String(requestID), telemetry.UAICPRiskTier.String(tier.String()),
+		telemetry.UAICPPhase.String(string(Execute)))
+	if tier == ReadOnly {
+		span.SetAttributes(telemetry.UAICPDecision.String(string(Allow)))
+	}
+}
+
+// traceRecord links rec to ctx's span (see above), before it is
+// journaled.
+func traceRecord(ctx context.Context, rec *Record, data any) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	sc := span.SpanContext()
+	if sc.TraceID().String() == rec.TraceID {
+		rec.SpanID = sc.SpanID().String()
+	}
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs, attribute.String("uaicp.outcome", string(rec.Outcome)))
+	if rec.From != "" || rec.To != "" {
+		attrs = append(attrs, attribute.String("uaicp.from", string(rec.From)), attribute.String("uaicp.to", string(rec.To)))
+	}
+	if rec.Tool != "" {
+		attrs = append(attrs, telemetry.GenAIToolName.String(rec.Tool), telemetry.GenAIToolCallID.String(rec.CallID))
+	}
+	if len(rec.Reasons) > 0 {
+		rs := make([]string, len(rec.Reasons))
+		for i, r := range rec.Reasons {
+			rs[i] = string(r)
+		}
+		attrs = append(attrs, attribute.StringSlice("uaicp.reasons", rs))
+	}
+	span.AddEvent("uaicp."+string(rec.Kind), trace.WithAttributes(attrs...))
+
+	switch rec.Kind {
+	case recordkind.Intent:
+		if in, ok := data.(CallIntent); ok {
+			decision := string(Allow)
+			if in.Policy != nil {
+				decision = string(in.Policy.Effect)
+			}
+			span.SetAttributes(telemetry.UAICPDecision.String(decision))
+			if in.ApprovalID != "" {
+				span.SetAttributes(telemetry.UAICPApprovalID.String(in.ApprovalID), attribute.String("uaicp.approver", in.Approver))
+			}
+		}
+	case recordkind.Blocked:
+		d := "blocked"
+		if in, ok := data.(CallIntent); ok && in.ApprovalID != "" {
+			span.SetAttributes(telemetry.UAICPApprovalID.String(in.ApprovalID))
+		}
+		span.SetAttributes(telemetry.UAICPDecision.String(d))
+	case recordkind.ApprovalRequested:
+		span.SetAttributes(telemetry.UAICPDecision.String("approval_required"))
+		if req, ok := data.(*ApprovalRequest); ok {
+			span.SetAttributes(telemetry.UAICPApprovalID.String(req.ID))
+		}
+	case recordkind.Transition:
+		span.SetAttributes(telemetry.UAICPPhase.String(string(rec.To)))
+	case recordkind.Paused:
+		span.SetAttributes(telemetry.UAICPPhase.String("paused"))
+	}
+}
+
+// ErrorType is the error.type of e on OpenTelemetry spans: its first
+// reason code.
+func (e *Error) ErrorType() string {
+	if len(e.Reasons) == 0 {
+		return ""
+	}
+	return string(e.Reasons[0])
+}
+
+// resumeTrace returns ctx in the run's trace when it is in no trace: a
+// run resumed after its approvals (by the decision, or in another
+// process) continues the trace it started in, under a remote parent
+// standing for the paused part.
+func resumeTrace(ctx context.Context, traceID string) context.Context {
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	tid, err := trace.TraceIDFromHex(traceID)
+	if err != nil {
+		return ctx
+	}
+	var sid trace.SpanID
+	for sid == (trace.SpanID{}) {
+		rand.Read(sid[:])
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+}
