@@ -99,13 +99,15 @@ func traceRecord(ctx context.Context, rec *Record, data any) {
 	}
 }
 
-// ErrorType is the error.type of e on OpenTelemetry spans: its first
-// reason code.
-func (e *Error) ErrorType() string {
-	if len(e.Reasons) == 0 {
+// The error.type of a governance error on OpenTelemetry spans is its
+// first reason code.
+func init() {
+	telemetry.RegisterErrorType(func(err error) string {
+		if rs := ReasonsOf(err); len(rs) > 0 {
+			return string(rs[0])
+		}
 		return ""
-	}
-	return string(e.Reasons[0])
+	})
 }
 
 // resumeTrace returns ctx in the run's trace when it is in no trace: a

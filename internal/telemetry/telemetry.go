@@ -186,10 +186,18 @@ func SetError(span trace.Span, typ string, err error) {
 	}
 }
 
-// ErrorTypeOf is the error.type of err: the code of an error that has one
-// (a method ErrorType() or Code() returning a string, or Code() a
-// fmt.Stringer), "timeout" for a
-// deadline, "cancelled" for a cancellation, else "_OTHER".
+// errorTypes name the errors of packages this one cannot import (they
+// import it): RegisterErrorType.
+var errorTypes []func(error) string
+
+// RegisterErrorType adds f to the namers ErrorTypeOf asks first (f
+// returns "" for an error it does not know); call it from an init.
+func RegisterErrorType(f func(error) string) { errorTypes = append(errorTypes, f) }
+
+// ErrorTypeOf is the error.type of err: "timeout" for a deadline,
+// "cancelled" for a cancellation, the name a RegisterErrorType namer
+// gives, the code of an error that has one (a method Code() returning a
+// string or a fmt.Stringer), else "_OTHER".
 func ErrorTypeOf(err error) string {
 	switch {
 	case err == nil:
@@ -199,9 +207,10 @@ func ErrorTypeOf(err error) string {
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
 	}
-	var t interface{ ErrorType() string }
-	if errors.As(err, &t) && t.ErrorType() != "" {
-		return t.ErrorType()
+	for _, f := range errorTypes {
+		if t := f(err); t != "" {
+			return t
+		}
 	}
 	var s interface{ Code() string }
 	if errors.As(err, &s) && s.Code() != "" {
