@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -70,8 +71,10 @@ type replicaSet struct {
 	t                   *testing.T
 	store, agents, keys string
 	lease               string
+	uamp                *uampService // the UAMP service all replicas are
 	mu                  sync.Mutex
 	live                []*server // nil: killed
+	uampURLs            []string  // of each live replica
 	generation          int
 }
 
@@ -82,10 +85,12 @@ func (rs *replicaSet) start(i int, sameNode bool) {
 	if !sameNode {
 		node = fmt.Sprintf("n%d-g%d", i, rs.generation)
 	}
-	srv := startServer(rs.t, "--store", rs.store, "--data", rs.t.TempDir(), "--node", node, "--run-lease", rs.lease,
-		"--agents", rs.agents, "--approvers", filepath.Join(rs.keys, "approvers.json"), "--tls-addr", "")
+	data := rs.t.TempDir()
+	srv := startServer(rs.t, append([]string{"--store", rs.store, "--data", data, "--node", node, "--run-lease", rs.lease,
+		"--agents", rs.agents, "--approvers", filepath.Join(rs.keys, "approvers.json")}, rs.uamp.flags()...)...)
+	uampURL := rs.uamp.join(rs.t, srv, data)
 	rs.mu.Lock()
-	rs.live[i] = srv
+	rs.live[i], rs.uampURLs[i] = srv, uampURL
 	rs.mu.Unlock()
 }
 
@@ -117,7 +122,11 @@ func (rs *replicaSet) pick() (int, *server) {
 // decision and its resume, or have a call in flight. Every run ends;
 // no run ends twice or resumes one pause twice; every side-effecting
 // call reached the webhook at most once; the journal's chain verifies;
-// and every replica answers GET /v1/runs/{id} alike.
+// and every replica answers GET /v1/runs/{id} alike. Then, on the same
+// replicas (started as one UAMP service): one DID key set everywhere, a
+// UIAP session resumed on another replica after its own was killed, a
+// UAMP stream resumed on another replica and, its producer killed, ended
+// there with 5.02.
 func TestUAICP_4_RunsSurviveReplicaKills(t *testing.T) {
 	base, u := postgresURL(t)
 	const (
@@ -141,7 +150,8 @@ tools:
 	if code, _, errs := runCLI(t, "keys", "create", "alice", "--dir", keys); code != 0 {
 		t.Fatalf("keys create: %s", errs)
 	}
-	rs := &replicaSet{t: t, store: freshSchema(t, base, u.Host), agents: agents, keys: keys, lease: lease.String(), live: make([]*server, 3)}
+	rs := &replicaSet{t: t, store: freshSchema(t, base, u.Host), agents: agents, keys: keys, lease: lease.String(),
+		uamp: newUAMPService(t), live: make([]*server, 3), uampURLs: make([]string, 3)}
 	for i := range rs.live {
 		rs.start(i, true)
 	}
@@ -386,6 +396,17 @@ tools:
 	if delivered == 0 {
 		t.Error("no run delivered: the chaos left nothing to check")
 	}
+
+	// Sessions and streams move as runs do, on the same replicas: every
+	// replica publishes one DID key set; a UIAP session resumes on
+	// another replica after its own was killed; a UAMP stream resumes on
+	// another replica, and says so when its producer was killed.
+	rs.mu.Lock()
+	live, urls := slices.Clone(rs.live), slices.Clone(rs.uampURLs)
+	rs.mu.Unlock()
+	t.Run("OneDIDKeySet", func(t *testing.T) { rs.uamp.checkOneKeySet(t, urls...) })
+	t.Run("UIAPResumeAfterKill", func(t *testing.T) { checkUIAPResume(t, live[0], live[1]) })     // kills 0
+	t.Run("UAMPStreamResume", func(t *testing.T) { rs.uamp.check(t, live[1], urls[1], urls[2]) }) // kills 1
 }
 
 func slicesOf(ss []*server) []*server {

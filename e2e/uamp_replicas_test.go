@@ -156,6 +156,72 @@ func seqsOf(ds []delta) []int64 {
 	return out
 }
 
+// uampService is what the replicas serving one UAMP DID share — one
+// identity key (--uamp-key), one trusted client key — and a requester
+// that reaches any of them, as behind a load balancer.
+type uampService struct {
+	serverKey, trust string
+	did              string
+	roots            *x509.CertPool
+	peer             *uampPeer
+}
+
+func newUAMPService(t *testing.T) *uampService {
+	t.Helper()
+	dir := t.TempDir()
+	u := &uampService{serverKey: filepath.Join(dir, "server.jwk"), trust: filepath.Join(dir, "client.pub.jwk"),
+		did: "did:web:uamp.replicas.example", roots: x509.NewCertPool()}
+	clientKey := filepath.Join(dir, "client.jwk")
+	if code, _, errs := runCLI(t, "uamp", "keygen", "--out", u.serverKey); code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, errs)
+	}
+	code, pub, errs := runCLI(t, "uamp", "keygen", "--out", clientKey)
+	if code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, errs)
+	}
+	if err := os.WriteFile(u.trust, []byte(pub), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(clientKey)
+	key, err := envelope.ParsePrivateKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const from = "did:web:e2e.example"
+	cert, err := messaging.KeyCertificate(key, from, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var protos http.Protocols
+	protos.SetHTTP2(true)
+	u.peer = &uampPeer{t: t, key: key, from: from, to: u.did, hc: &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: u.roots, Certificates: []tls.Certificate{cert}},
+		Protocols:       &protos,
+	}}}
+	return u
+}
+
+// flags are the serve flags of a replica of the service.
+func (u *uampService) flags() []string {
+	return []string{"--uamp-key", u.serverKey, "--uamp-did", u.did, "--uamp-trust", u.trust}
+}
+
+// join checks that srv (started with flags and --data data) serves the
+// service's DID, trusts its development certificate, and returns its
+// UAMP URL.
+func (u *uampService) join(t *testing.T, srv *server, data string) string {
+	t.Helper()
+	uampURL, gotDID := srv.uampURL(t)
+	if gotDID != u.did {
+		t.Fatalf("a replica serves as %s, want %s", gotDID, u.did)
+	}
+	pem, err := os.ReadFile(filepath.Join(data, "tls", "cert.pem"))
+	if err != nil || !u.roots.AppendCertsFromPEM(pem) {
+		t.Fatalf("a replica's certificate: %v", err)
+	}
+	return uampURL
+}
+
 // TestUAMP_5_StreamResumesOnAnyReplica: two `agentry serve` replicas on
 // one PostgreSQL, serving one DID with one identity key (--uamp-did,
 // --uamp-key). A stream opened on replica a (an ask to the echo agent,
@@ -170,59 +236,29 @@ func TestUAMP_5_StreamResumesOnAnyReplica(t *testing.T) {
 	if base == "" {
 		t.Skip("AGENTRY_TEST_POSTGRES is not set; set it to a PostgreSQL URL to run this test")
 	}
-	u, err := url.Parse(base)
+	pg, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := freshSchema(t, base, u.Host)
-	dir := t.TempDir()
-	serverKey, clientKey := filepath.Join(dir, "server.jwk"), filepath.Join(dir, "client.jwk")
-	if code, _, errs := runCLI(t, "uamp", "keygen", "--out", serverKey); code != 0 {
-		t.Fatalf("keygen: exit %d: %s", code, errs)
-	}
-	code, pub, errs := runCLI(t, "uamp", "keygen", "--out", clientKey)
-	if code != 0 {
-		t.Fatalf("keygen: exit %d: %s", code, errs)
-	}
-	trust := filepath.Join(dir, "client.pub.jwk")
-	if err := os.WriteFile(trust, []byte(pub), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	const did = "did:web:uamp.replicas.example"
-	roots := x509.NewCertPool()
+	store := freshSchema(t, base, pg.Host)
+	svc := newUAMPService(t)
 	start := func(node string) (*server, string) {
 		data := t.TempDir()
-		srv := startServer(t, "--store", store, "--data", data, "--node", node,
-			"--uamp-key", serverKey, "--uamp-did", did, "--uamp-trust", trust)
-		uampURL, gotDID := srv.uampURL(t)
-		if gotDID != did {
-			t.Fatalf("replica %s serves as %s", node, gotDID)
-		}
-		pem, err := os.ReadFile(filepath.Join(data, "tls", "cert.pem"))
-		if err != nil || !roots.AppendCertsFromPEM(pem) {
-			t.Fatalf("replica %s's certificate: %v", node, err)
-		}
-		return srv, uampURL
+		srv := startServer(t, append([]string{"--store", store, "--data", data, "--node", node}, svc.flags()...)...)
+		return srv, svc.join(t, srv, data)
 	}
 	a, urlA := start("a")
 	_, urlB := start("b")
+	svc.check(t, a, urlA, urlB)
+}
 
-	b, _ := os.ReadFile(clientKey)
-	key, err := envelope.ParsePrivateKey(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const from = "did:web:e2e.example"
-	cert, err := messaging.KeyCertificate(key, from, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var protos http.Protocols
-	protos.SetHTTP2(true)
-	peer := &uampPeer{t: t, key: key, from: from, to: did, hc: &http.Client{Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots, Certificates: []tls.Certificate{cert}},
-		Protocols:       &protos,
-	}}}
+// check runs the service's checks on two live replicas a and b: one DID
+// document (one key set); a stream opened on a resumed on b; a stream
+// whose producer a is killed (SIGKILL) mid-stream resumed on b, which
+// says the producer died. a is dead after.
+func (u *uampService) check(t *testing.T, a *server, urlA, urlB string) {
+	peer, did, from := u.peer, u.did, u.peer.from
+
 	ask := func(id, content string) *envelope.Envelope {
 		e := envelope.New(from, []string{did}, envelope.IntentAsk, envelope.Body{Type: "text/plain", Content: content})
 		e.StreamID, e.DeltaWindow = id, 4
@@ -244,34 +280,7 @@ func TestUAMP_5_StreamResumesOnAnyReplica(t *testing.T) {
 	}
 
 	// Both replicas publish one DID document: one key set (--uamp-key).
-	t.Run("OneKeySet", func(t *testing.T) {
-		var docs []string
-		for _, u := range []string{urlA, urlB} {
-			origin, err := url.Parse(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := peer.hc.Get("https://" + origin.Host + "/.well-known/did.json")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			var doc struct {
-				VerificationMethod []struct {
-					PublicKeyJwk json.RawMessage `json:"publicKeyJwk"`
-				} `json:"verificationMethod"`
-			}
-			if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &doc) != nil || len(doc.VerificationMethod) == 0 {
-				t.Fatalf("did.json of %s: %d %s", origin.Host, resp.StatusCode, b)
-			}
-			keys, _ := json.Marshal(doc.VerificationMethod)
-			docs = append(docs, string(keys))
-		}
-		if docs[0] != docs[1] {
-			t.Errorf("the replicas publish different keys:\n%s\n%s", docs[0], docs[1])
-		}
-	})
+	t.Run("OneKeySet", func(t *testing.T) { u.checkOneKeySet(t, urlA, urlB) })
 
 	t.Run("ResumeOnTheOtherReplica", func(t *testing.T) {
 		peer.t = t
@@ -352,4 +361,38 @@ func TestUAMP_5_StreamResumesOnAnyReplica(t *testing.T) {
 			t.Errorf("second resume: %v", seqsOf(again))
 		}
 	})
+}
+
+// checkOneKeySet checks that the replicas at urls publish one DID
+// document's keys.
+func (u *uampService) checkOneKeySet(t *testing.T, urls ...string) {
+	t.Helper()
+	var docs []string
+	for _, raw := range urls {
+		origin, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := u.peer.hc.Get("https://" + origin.Host + "/.well-known/did.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var doc struct {
+			VerificationMethod []struct {
+				PublicKeyJwk json.RawMessage `json:"publicKeyJwk"`
+			} `json:"verificationMethod"`
+		}
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &doc) != nil || len(doc.VerificationMethod) == 0 {
+			t.Fatalf("did.json of %s: %d %s", origin.Host, resp.StatusCode, b)
+		}
+		keys, _ := json.Marshal(doc.VerificationMethod)
+		docs = append(docs, string(keys))
+	}
+	for i := 1; i < len(docs); i++ {
+		if docs[i] != docs[0] {
+			t.Errorf("the replicas publish different keys:\n%s\n%s", docs[0], docs[i])
+		}
+	}
 }

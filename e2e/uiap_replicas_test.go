@@ -142,6 +142,17 @@ func TestUIAP_8_2_ResumeOnAnotherReplica(t *testing.T) {
 	store := freshSchema(t, base, u.Host)
 	first := startServer(t, "--store", store, "--data", t.TempDir(), "--tls-addr", "")
 	second := startServer(t, "--store", store, "--data", t.TempDir(), "--tls-addr", "")
+	checkUIAPResume(t, first, second)
+	second.stop(t)
+}
+
+// checkUIAPResume opens a UIAP session on first and moves it on, kills
+// first (SIGKILL), and resumes the session on second: it replays from
+// lastSeq, keeps the capabilities' revision and the sequence, takes a
+// fresh resume token (the old one is refused), and moves the same UAIP
+// session on.
+func checkUIAPResume(t *testing.T, first, second *server) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -237,5 +248,4 @@ func TestUIAP_8_2_ResumeOnAnotherReplica(t *testing.T) {
 	if r, _ := q.answer(ctx, id); r.Type != "session.terminated" {
 		t.Errorf("terminate: %s %s", r.Type, r.Payload)
 	}
-	second.stop(t)
 }
