@@ -387,6 +387,10 @@ type RecoveryReport struct {
 	// also lists the paused runs an approval was decided for since they
 	// paused that no process resumed (check that none is pending left).
 	Resumable []string
+	// NextExpiry, with leases, is how long until the earliest lease of a
+	// run another process holds expires — when a periodic caller had
+	// best call Recover again — or -1 when no other process holds one.
+	NextExpiry time.Duration
 }
 
 // Recover closes every run of this node that a crash left open, except
@@ -500,6 +504,15 @@ func (g *Governor) Recover(ctx context.Context) (*RecoveryReport, error) {
 			if !isLive && !slices.Contains(rep.Resumable, id) {
 				rep.Resumable = append(rep.Resumable, id)
 			}
+		}
+		next, ok, err := g.leases.NextExpiry(ctx, g.opts.Node)
+		switch {
+		case err != nil:
+			return rep, err
+		case ok:
+			rep.NextExpiry = next
+		default:
+			rep.NextExpiry = -1
 		}
 	}
 	return rep, nil

@@ -46,6 +46,10 @@ type leaser interface {
 	// decision was journaled for since their lease was last claimed:
 	// the runs a resume is owed to. A claim clears the mark.
 	Decided(ctx context.Context, limit int) ([]string, error)
+	// NextExpiry returns how long, by the store's clock, until the
+	// earliest lease of a run that another owner holds expires (0 when
+	// one has expired already); ok is false when there is none.
+	NextExpiry(ctx context.Context, owner string) (d time.Duration, ok bool, err error)
 }
 
 // ErrLeased: another process holds the run's lease — it executes the run

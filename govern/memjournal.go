@@ -158,6 +158,22 @@ func (j *memoryJournal) Claim(_ context.Context, key, owner string, ttl time.Dur
 	return l.epoch, nil
 }
 
+// NextExpiry implements leaser.
+func (j *memoryJournal) NextExpiry(_ context.Context, owner string) (time.Duration, bool, error) {
+	j.mu.RLock()
+	defer j.mu.RUnlock()
+	var next time.Time
+	for key, l := range j.leases {
+		if l.state == leaseRunning && l.owner != owner && !strings.Contains(key, ":") && (next.IsZero() || l.expires.Before(next)) {
+			next = l.expires
+		}
+	}
+	if next.IsZero() {
+		return 0, false, nil
+	}
+	return max(time.Until(next), 0), true, nil
+}
+
 // Decided implements leaser.
 func (j *memoryJournal) Decided(_ context.Context, limit int) ([]string, error) {
 	j.mu.RLock()

@@ -249,7 +249,7 @@ func New(ctx context.Context, opts *Options) (*Service, error) {
 // reap recovers, every interval until ctx ends, what other processes
 // left behind (Options.Reap).
 func (s *Service) reap(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+	t := time.NewTimer(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -257,13 +257,26 @@ func (s *Service) reap(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		s.reapOnce(ctx)
+		t.Reset(nextReap(s.reapOnce(ctx), interval))
 	}
 }
 
+// nextReap is when to reap again after a pass that reported rep: after
+// interval, or sooner, just after the next lease held elsewhere expires —
+// so that a run whose holder died is taken over about when its lease
+// ends, not up to a whole interval later.
+func nextReap(rep *govern.RecoveryReport, interval time.Duration) time.Duration {
+	if rep == nil || rep.NextExpiry < 0 {
+		return interval
+	}
+	// A little after the expiry (the store's clock decides it), and not
+	// in a loop while replicas contend for an expired lease.
+	return min(interval, max(rep.NextExpiry+interval/30, interval/10))
+}
+
 // reapOnce recovers the runs whose lease expired and resumes the decided
-// ones.
-func (s *Service) reapOnce(ctx context.Context) {
+// ones; it returns Recover's report when Recover succeeded.
+func (s *Service) reapOnce(ctx context.Context) *govern.RecoveryReport {
 	rep, err := s.g.Recover(ctx)
 	if err != nil {
 		s.log.Warn("runs: recovering runs of other processes", "error", err)
@@ -275,7 +288,7 @@ func (s *Service) reapOnce(ctx context.Context) {
 		s.notify()
 	}
 	if rep == nil {
-		return
+		return nil
 	}
 	// With leases, Recover reports the decided runs nobody resumed: no
 	// need to list every approval (ResumeDecided) at each pass.
@@ -284,6 +297,10 @@ func (s *Service) reapOnce(ctx context.Context) {
 			s.log.Warn("runs: resuming a decided run", "request_id", id, "error", err)
 		}
 	}
+	if err != nil {
+		return nil // the next pass after the whole interval
+	}
+	return rep
 }
 
 // Shutdown stops the service gracefully: it starts no more runs (nor

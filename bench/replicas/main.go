@@ -154,8 +154,13 @@ func run() error {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	fmt.Printf("| requests | replicas | req/s | agentry CPU µs/request | ÷ baseline |\n|---|---|---|---|---|\n")
+	if *rounds > 0 {
+		fmt.Printf("| requests | replicas | req/s | agentry CPU µs/request | ÷ baseline |\n|---|---|---|---|---|\n")
+	}
 	for _, kind := range ks {
+		if *rounds == 0 {
+			break
+		}
 		one := median(res[fmt.Sprintf("%s %d", kind, ns[0])], func(r result) float64 { return r.cpu })
 		for _, n := range ns {
 			rs := res[fmt.Sprintf("%s %d", kind, n)]

@@ -84,6 +84,7 @@ var cases = []struct {
 	{"Leases", testLeases},
 	{"LeaseExpiry", testLeaseExpiry},
 	{"LeaseDecisions", testLeaseDecisions},
+	{"LeaseNextExpiry", testLeaseNextExpiry},
 }
 
 var durableCases = []struct {

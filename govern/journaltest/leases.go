@@ -20,6 +20,7 @@ type leases interface {
 	Renew(ctx context.Context, owner string, ttl time.Duration, held map[string]uint64) ([]string, error)
 	Release(ctx context.Context, key string, epoch uint64) error
 	Decided(ctx context.Context, limit int) ([]string, error)
+	NextExpiry(ctx context.Context, owner string) (time.Duration, bool, error)
 }
 
 // leasesOf returns j's Leases, skipping the test when it has none.
@@ -187,5 +188,44 @@ func testLeaseDecisions(t *testing.T, j govern.Journal) {
 	decided(other, id)
 	if got, err := l.Decided(ctx, 1); err != nil || !slices.Equal(got, []string{other}) {
 		t.Errorf("Decided(limit 1) = %v, %v; want the oldest decision only", got, err)
+	}
+}
+
+// testLeaseNextExpiry: NextExpiry tells an owner how long until the
+// earliest run lease another owner holds expires, by the store's clock —
+// not its own leases, not node leases, not released or ended ones.
+func testLeaseNextExpiry(t *testing.T, j govern.Journal) {
+	l := leasesOf(t, j)
+	ctx := t.Context()
+	next := func(owner string) (time.Duration, bool) {
+		t.Helper()
+		d, ok, err := l.NextExpiry(ctx, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, ok
+	}
+	if _, ok := next("b"); ok {
+		t.Error("NextExpiry of an empty lease table: ok")
+	}
+	if _, err := l.Claim(ctx, "node:x", "x", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	const id, paused = "00000000-0000-4000-8000-0000000000f0", "00000000-0000-4000-8000-0000000000f2"
+	if _, err := l.Claim(ctx, id, "x", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	e, err := l.Claim(ctx, paused, "x", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, paused, e); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := next("b"); !ok || d <= 59*time.Minute || d > time.Hour {
+		t.Errorf("NextExpiry for another owner = %v, %v; want about an hour (the run lease; not the node's, not the released one)", d, ok)
+	}
+	if _, ok := next("x"); ok {
+		t.Error("NextExpiry counted the owner's own lease")
 	}
 }

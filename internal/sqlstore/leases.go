@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -285,6 +286,21 @@ func parseDecision(p string) (requestID, approvalID, node string) {
 	requestID, rest, _ := strings.Cut(p, " ")
 	approvalID, node, _ = strings.Cut(rest, " ")
 	return requestID, approvalID, node
+}
+
+// NextExpiry implements the governor's lease interface (govern.Options.Lease).
+func (j *sqlJournal) NextExpiry(ctx context.Context, owner string) (_ time.Duration, _ bool, err error) {
+	s := j.s
+	defer s.mark(&err)
+	var ms sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT MIN(expires_at) - `+s.nowMS()+` FROM governance_leases
+WHERE state = 'running' AND owner <> $1 AND lease_key NOT LIKE '%:%'`, owner).Scan(&ms); err != nil {
+		return 0, false, fmt.Errorf("sqlstore: next lease expiry: %w", err)
+	}
+	if !ms.Valid {
+		return 0, false, nil
+	}
+	return time.Duration(max(ms.Int64, 0)) * time.Millisecond, true, nil
 }
 
 // Decided implements the governor's lease interface (govern.Options.Lease).
