@@ -54,8 +54,10 @@ type Options struct {
 	// (uint64, error), ClaimExpired(ctx, owner string, ttl time.Duration,
 	// limit int) (map[string]uint64, error), Renew(ctx, owner string, ttl
 	// time.Duration, held map[string]uint64) ([]string, error) and
-	// Release(ctx, key string, epoch uint64) error, as documented in
-	// govern/lease.go, and records' Epoch fencing):
+	// Release(ctx, key string, epoch uint64) error, Decided(ctx, limit
+	// int) ([]string, error) and NextExpiry(ctx, owner string)
+	// (time.Duration, bool, error), as documented in govern/lease.go, and
+	// records' Epoch fencing; govern/journaltest checks them):
 	// the governor renews the leases of its runs every third of it, and
 	// another process sharing the journal recovers (Recover) a run whose
 	// lease expired. 0 leaves leases off: a run belongs to the node that

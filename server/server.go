@@ -281,7 +281,9 @@ func (s *Server) startGovernance(ctx context.Context) error {
 			// run after the grace resumes it. The reaper's scan is the
 			// fallback for a notification lost.
 			time.AfterFunc(decisionGrace, func() {
-				svc.OnDecision(govern.ApprovalRequest{ID: approvalID, RequestID: requestID})
+				if s.bg.Err() == nil { // not shutting down
+					svc.OnDecision(govern.ApprovalRequest{ID: approvalID, RequestID: requestID})
+				}
 			})
 		})
 	}
