@@ -85,6 +85,7 @@ var cases = []struct {
 	{"LeaseExpiry", testLeaseExpiry},
 	{"LeaseDecisions", testLeaseDecisions},
 	{"LeaseNextExpiry", testLeaseNextExpiry},
+	{"LeaseClaimRace", testLeaseClaimRace},
 }
 
 var durableCases = []struct {

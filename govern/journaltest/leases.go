@@ -3,7 +3,9 @@ package journaltest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -227,5 +229,34 @@ func testLeaseNextExpiry(t *testing.T, j govern.Journal) {
 	}
 	if _, ok := next("x"); ok {
 		t.Error("NextExpiry counted the owner's own lease")
+	}
+}
+
+// testLeaseClaimRace: of owners claiming one new lease at once, exactly
+// one gets it (epoch 1); the others are told it is leased.
+func testLeaseClaimRace(t *testing.T, j govern.Journal) {
+	l := leasesOf(t, j)
+	const id = "00000000-0000-4000-8000-0000000000f3"
+	const n = 8
+	errs := make([]error, n)
+	epochs := make([]uint64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { epochs[i], errs[i] = l.Claim(t.Context(), id, fmt.Sprintf("owner-%d", i), time.Hour) })
+	}
+	wg.Wait()
+	won := 0
+	for i, err := range errs {
+		switch {
+		case err == nil && epochs[i] == 1:
+			won++
+		case err == nil:
+			t.Errorf("owner %d claimed at epoch %d", i, epochs[i])
+		case !errors.Is(err, govern.ErrLeased):
+			t.Errorf("owner %d: %v, want ErrLeased", i, err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d owners claimed one new lease, want 1", won)
 	}
 }

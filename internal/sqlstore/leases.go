@@ -38,11 +38,16 @@ func (j *sqlJournal) Claim(ctx context.Context, key, owner string, ttl time.Dura
 		return 0, err
 	}
 	defer unlock()
-	for range 2 { // a lease created meanwhile is claimed (or found held) on the second try
+	for range 2 { // a lease gone between the two statements is claimed on the second try
+		// One statement: the lease is created at epoch 1, or taken over
+		// when it is released, expired, or the owner's own.
 		var epoch int64
 		err := s.db.QueryRowContext(ctx, `
-UPDATE governance_leases SET owner = $2, epoch = epoch + 1, state = 'running', expires_at = `+s.nowMS()+` + $3, decided = NULL
-WHERE lease_key = $1 AND state <> 'ended' AND (state = 'released' OR owner = $2 OR expires_at < `+s.nowMS()+`)
+INSERT INTO governance_leases (lease_key, owner, epoch, state, expires_at) VALUES ($1, $2, 1, 'running', `+s.nowMS()+` + $3)
+ON CONFLICT (lease_key) DO UPDATE SET owner = excluded.owner, epoch = governance_leases.epoch + 1, state = 'running',
+	expires_at = excluded.expires_at, decided = NULL
+WHERE governance_leases.state <> 'ended' AND (governance_leases.state = 'released' OR governance_leases.owner = excluded.owner
+	OR governance_leases.expires_at < `+s.nowMS()+`)
 RETURNING epoch`, key, owner, ttlMS(ttl)).Scan(&epoch)
 		if err == nil {
 			return uint64(epoch), nil
@@ -59,15 +64,6 @@ RETURNING epoch`, key, owner, ttlMS(ttl)).Scan(&epoch)
 			return 0, fmt.Errorf("%w (%s)", govern.ErrLeased, holder)
 		case !isNoRows(err):
 			return 0, fmt.Errorf("sqlstore: claim lease %s: %w", key, err)
-		}
-		res, err := s.db.ExecContext(ctx, `
-INSERT INTO governance_leases (lease_key, owner, epoch, state, expires_at) VALUES ($1, $2, 1, 'running', `+s.nowMS()+` + $3)
-ON CONFLICT (lease_key) DO NOTHING`, key, owner, ttlMS(ttl))
-		if err != nil {
-			return 0, fmt.Errorf("sqlstore: claim lease %s: %w", key, err)
-		}
-		if n, _ := res.RowsAffected(); n == 1 {
-			return 1, nil
 		}
 	}
 	return 0, fmt.Errorf("%w (claimed concurrently)", govern.ErrLeased)
