@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/streamlog"
-	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jackc/pgx/v5"
 )
 
 // The UAMP stream store (streamlog.Store, UAMP 1.0 §5): the value
@@ -541,17 +541,7 @@ func (h *streamHub) listen() {
 }
 
 func (h *streamHub) listenOnce() error {
-	conn, err := h.s.db.Conn(h.ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("sqlstore: streams: a %T is not a pgx connection", dc)
-		}
-		pc := sc.Conn()
+	return h.s.withPgx(h.ctx, func(pc *pgx.Conn) error {
 		// The connection is discarded after (driver.ErrBadConn), never
 		// handed back to the pool still listening.
 		if _, err := pc.Exec(h.ctx, "LISTEN "+notifyChannel+"; LISTEN "+decisionChannel); err != nil {
