@@ -1,15 +1,14 @@
 package uiaptest
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing/synctest"
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/uiapsession"
+	"github.com/agentry-dev/agentry/internal/uiapsession/uiapsessiontest"
 	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 )
@@ -30,78 +29,11 @@ func replicaCases() []testCase {
 	}
 }
 
-// errDead is what a dead app's store answers.
-var errDead = errors.New("uiaptest: the process is gone")
-
-// mortalStore is an app's access to the shared store, cut by die.
-type mortalStore struct {
-	uiapsession.Store
-	dead atomic.Bool
-}
-
-func (m *mortalStore) die() { m.dead.Store(true) }
-
-func (m *mortalStore) Create(ctx context.Context, s *uiapsession.Session) error {
-	if m.dead.Load() {
-		return errDead
-	}
-	return m.Store.Create(ctx, s)
-}
-
-func (m *mortalStore) Get(ctx context.Context, id string, now time.Time) (*uiapsession.Session, error) {
-	if m.dead.Load() {
-		return nil, errDead
-	}
-	return m.Store.Get(ctx, id, now)
-}
-
-func (m *mortalStore) Claim(ctx context.Context, id string, h, next []byte, expires, now time.Time) (*uiapsession.Session, error) {
-	if m.dead.Load() {
-		return nil, errDead
-	}
-	return m.Store.Claim(ctx, id, h, next, expires, now)
-}
-
-func (m *mortalStore) Append(ctx context.Context, id string, version int64, ev uiapsession.Event, keep int) error {
-	if m.dead.Load() {
-		return errDead
-	}
-	return m.Store.Append(ctx, id, version, ev, keep)
-}
-
-func (m *mortalStore) Events(ctx context.Context, id string, after int64) ([]uiapsession.Event, error) {
-	if m.dead.Load() {
-		return nil, errDead
-	}
-	return m.Store.Events(ctx, id, after)
-}
-
-func (m *mortalStore) Touch(ctx context.Context, id string, version int64, expires time.Time) error {
-	if m.dead.Load() {
-		return errDead
-	}
-	return m.Store.Touch(ctx, id, version, expires)
-}
-
-func (m *mortalStore) Delete(ctx context.Context, id string, version int64) error {
-	if m.dead.Load() {
-		return errDead
-	}
-	return m.Store.Delete(ctx, id, version)
-}
-
-func (m *mortalStore) Sweep(ctx context.Context, now time.Time) (int, error) {
-	if m.dead.Load() {
-		return 0, errDead
-	}
-	return m.Store.Sweep(ctx, now)
-}
-
 // replica starts an app keeping its sessions in shared, through an
 // access that the returned store's die cuts.
-func (h *h) replica(shared uiapsession.Store, mod func(*uicontrol.AppOptions)) (*uicontrol.App, *mortalStore) {
+func (h *h) replica(shared uiapsession.Store, mod func(*uicontrol.AppOptions)) (*uicontrol.App, *uiapsessiontest.Mortal) {
 	h.Helper()
-	m := &mortalStore{Store: shared}
+	m := &uiapsessiontest.Mortal{Store: shared}
 	return h.app(func(o *uicontrol.AppOptions) {
 		o.Sessions = m
 		if mod != nil {
@@ -130,7 +62,7 @@ func testResumeOnAnotherApp(h *h) {
 		}
 		sent = append(sent, p.next())
 	}
-	firstStore.die()
+	firstStore.Kill()
 	lose(h, p.tr)
 
 	q := h.rawAgent(second)
@@ -215,7 +147,7 @@ func testResumeOnAnotherAppAgent(h *h) {
 	if err := s.Emit(h.ctx(), "x.test.two", nil); err != nil { // stored, never sent
 		h.Fatal(err)
 	}
-	firstStore.die()
+	firstStore.Kill()
 	if err := a.Resume(h.ctx(), h.connect(second)); err != nil {
 		h.Fatalf("Resume on the other app: %v", err)
 	}
@@ -355,7 +287,7 @@ func testDeadAppSessionExpires(h *h) {
 	for range 2 {
 		inits = append(inits, h.rawAgent(first).handshake(initialize()))
 	}
-	firstStore.die()
+	firstStore.Kill()
 	time.Sleep(resumeAfter - time.Second)
 	q := h.rawAgent(second)
 	q.n = 100

@@ -3,88 +3,29 @@ package uiapworkflow_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/builtin"
 	"github.com/agentry-dev/agentry/internal/memstore"
 	"github.com/agentry-dev/agentry/internal/uiapsession"
+	"github.com/agentry-dev/agentry/internal/uiapsession/uiapsessiontest"
 	"github.com/agentry-dev/agentry/internal/uiapwire"
 	"github.com/agentry-dev/agentry/uicontrol"
 	"github.com/agentry-dev/agentry/uicontrol/uiapworkflow"
 	"github.com/agentry-dev/agentry/workflow"
 )
 
-// mortal is a replica's access to the shared UIAP session store; kill
-// cuts it, as SIGKILL does.
-type mortal struct {
-	uiapsession.Store
-	dead atomic.Bool
-}
-
-var errKilled = errors.New("killed")
-
-func (m *mortal) Create(ctx context.Context, s *uiapsession.Session) error {
-	if m.dead.Load() {
-		return errKilled
-	}
-	return m.Store.Create(ctx, s)
-}
-
-func (m *mortal) Get(ctx context.Context, id string, now time.Time) (*uiapsession.Session, error) {
-	if m.dead.Load() {
-		return nil, errKilled
-	}
-	return m.Store.Get(ctx, id, now)
-}
-
-func (m *mortal) Claim(ctx context.Context, id string, h, next []byte, expires, now time.Time) (*uiapsession.Session, error) {
-	if m.dead.Load() {
-		return nil, errKilled
-	}
-	return m.Store.Claim(ctx, id, h, next, expires, now)
-}
-
-func (m *mortal) Append(ctx context.Context, id string, v int64, ev uiapsession.Event, keep int) error {
-	if m.dead.Load() {
-		return errKilled
-	}
-	return m.Store.Append(ctx, id, v, ev, keep)
-}
-
-func (m *mortal) Events(ctx context.Context, id string, after int64) ([]uiapsession.Event, error) {
-	if m.dead.Load() {
-		return nil, errKilled
-	}
-	return m.Store.Events(ctx, id, after)
-}
-
-func (m *mortal) Touch(ctx context.Context, id string, v int64, expires time.Time) error {
-	if m.dead.Load() {
-		return errKilled
-	}
-	return m.Store.Touch(ctx, id, v, expires)
-}
-
-func (m *mortal) Delete(ctx context.Context, id string, v int64) error {
-	if m.dead.Load() {
-		return errKilled
-	}
-	return m.Store.Delete(ctx, id, v)
-}
-
 // replicas returns n Muxes on one workflow store and one UIAP session
 // store, as n `agentry serve` replicas on one database; each serves the
 // workflows "another" (first by name) and "store".
-func replicas(t *testing.T, n int) ([]*uiapworkflow.Mux, []*mortal, workflow.SessionStore) {
+func replicas(t *testing.T, n int) ([]*uiapworkflow.Mux, []*uiapsessiontest.Mortal, workflow.SessionStore) {
 	t.Helper()
 	sessions, uiap := memstore.New().Sessions(), uiapsession.NewMemory()
 	var muxes []*uiapworkflow.Mux
-	var stores []*mortal
+	var stores []*uiapsessiontest.Mortal
 	for range n {
 		e := workflow.NewEngine(sessions, nil)
 		other := builtin.Store()
@@ -95,7 +36,7 @@ func replicas(t *testing.T, n int) ([]*uiapworkflow.Mux, []*mortal, workflow.Ses
 		if err := e.Register(other); err != nil {
 			t.Fatal(err)
 		}
-		m := &mortal{Store: uiap}
+		m := &uiapsessiontest.Mortal{Store: uiap}
 		mux, err := uiapworkflow.NewMux(e, &uiapworkflow.Options{App: uicontrol.AppOptions{Sessions: m, Logger: slog.New(slog.DiscardHandler)}})
 		if err != nil {
 			t.Fatal(err)
@@ -143,7 +84,7 @@ func TestUIAP_8_2_ResumeOnAnotherReplica(t *testing.T) {
 		t.Fatal("no events before the replica died")
 	}
 
-	stores[0].dead.Store(true) // replica 1 is killed
+	stores[0].Kill() // replica 1 is killed
 	appT.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for a.State() != uicontrol.StateInterrupted && time.Now().Before(deadline) {
@@ -237,7 +178,7 @@ func TestUIAP_8_2_ResumeOnAnotherReplicaOtherWorkflow(t *testing.T) {
 	if e := p.next(ctx); e.Type != uiapwire.TypeInitialized || json.Unmarshal(e.Payload, &init) != nil {
 		t.Fatalf("initialize: %+v", e)
 	}
-	stores[0].dead.Store(true)
+	stores[0].Kill()
 	appT.Close()
 	for _, c := range []struct {
 		workflow string
