@@ -90,7 +90,7 @@ type bench struct {
 
 func run() error {
 	var b bench
-	flag.StringVar(&b.bin, "bin", "", "the agentry binary")
+	bins := flag.String("bin", "", "the agentry binary; several, comma-separated, are measured in the same rounds (the first is the baseline)")
 	flag.StringVar(&b.base, "store", os.Getenv("AGENTRY_TEST_POSTGRES"), "PostgreSQL URL (loopback)")
 	flag.DurationVar(&b.dur, "duration", 5*time.Second, "each measurement")
 	flag.IntVar(&b.conc, "c", 16, "concurrent clients (with -per-replica, per replica)")
@@ -117,9 +117,11 @@ func run() error {
 			return fmt.Errorf("-kinds: unknown %q", k)
 		}
 	}
-	if b.bin == "" || b.base == "" {
+	if *bins == "" || b.base == "" {
 		return errors.New("-bin and -store are required")
 	}
+	binList := strings.Split(*bins, ",")
+	b.bin = binList[0]
 	u, err := url.Parse(b.base)
 	if err != nil || !(strings.HasPrefix(u.Host, "127.0.0.1") || strings.HasPrefix(u.Host, "localhost") || strings.HasPrefix(u.Host, "[::1]")) {
 		return errors.New("-store must be a PostgreSQL on loopback")
@@ -134,18 +136,22 @@ func run() error {
 	type result struct{ rate, cpu float64 } // req/s; CPU µs per request
 	res := map[string][]result{}
 	for round := range *rounds {
-		for _, n := range ns {
-			for _, kind := range ks {
-				rate, cpu, err := b.measure(n, kind)
-				if err != nil {
-					return err
+		for bi, bin := range binList {
+			b.bin = bin
+			for _, n := range ns {
+				for _, kind := range ks {
+					rate, cpu, err := b.measure(n, kind)
+					if err != nil {
+						return err
+					}
+					key := fmt.Sprintf("%s %d %d", kind, bi, n)
+					res[key] = append(res[key], result{rate, cpu})
+					fmt.Fprintf(os.Stderr, "round %d: %s %s %d replicas: %.0f req/s, %.0f µs CPU/req\n", round+1, kind, bin, n, rate, cpu)
 				}
-				key := fmt.Sprintf("%s %d", kind, n)
-				res[key] = append(res[key], result{rate, cpu})
-				fmt.Fprintf(os.Stderr, "round %d: %s replicas: %.0f req/s, %.0f µs CPU/req\n", round+1, key, rate, cpu)
 			}
 		}
 	}
+	b.bin = binList[0]
 	median := func(rs []result, f func(result) float64) float64 {
 		v := make([]float64, len(rs))
 		for i, r := range rs {
@@ -155,18 +161,20 @@ func run() error {
 		return v[len(v)/2]
 	}
 	if *rounds > 0 {
-		fmt.Printf("| requests | replicas | req/s | agentry CPU µs/request | ÷ baseline |\n|---|---|---|---|---|\n")
+		fmt.Printf("| requests | binary | replicas | req/s | agentry CPU µs/request | ÷ baseline |\n|---|---|---|---|---|---|\n")
 	}
 	for _, kind := range ks {
 		if *rounds == 0 {
 			break
 		}
-		one := median(res[fmt.Sprintf("%s %d", kind, ns[0])], func(r result) float64 { return r.cpu })
-		for _, n := range ns {
-			rs := res[fmt.Sprintf("%s %d", kind, n)]
-			cpu := median(rs, func(r result) float64 { return r.cpu })
-			name := map[string]string{"runs": "governed runs (POST /v1/runs)", "uaip": "UAIP POST /initialize"}[kind]
-			fmt.Printf("| %s | %d | %.0f | %.0f | %.2f |\n", name, n, median(rs, func(r result) float64 { return r.rate }), cpu, cpu/one)
+		one := median(res[fmt.Sprintf("%s 0 %d", kind, ns[0])], func(r result) float64 { return r.cpu })
+		for bi, bin := range binList {
+			for _, n := range ns {
+				rs := res[fmt.Sprintf("%s %d %d", kind, bi, n)]
+				cpu := median(rs, func(r result) float64 { return r.cpu })
+				name := map[string]string{"runs": "governed runs (POST /v1/runs)", "uaip": "UAIP POST /initialize"}[kind]
+				fmt.Printf("| %s | %s | %d | %.0f | %.0f | %.2f |\n", name, filepath.Base(bin), n, median(rs, func(r result) float64 { return r.rate }), cpu, cpu/one)
+			}
 		}
 	}
 	if !*failover {
