@@ -157,7 +157,7 @@ func TestOutage_PostgreSQLDown(t *testing.T) {
 	base, u := postgresURL(t)
 	proxy := newCutProxy(t, u.Host)
 	store := freshSchema(t, base, proxy.ln.Addr().String())
-	srv := startServer(t, "--store", store, "--data", t.TempDir(), "--tls-addr", "")
+	srv := startServer(t, "--store", store, "--data", t.TempDir(), "--tls-addr", "", "--run-lease", "2s")
 	hc := httpClient(8)
 
 	var mu sync.Mutex
@@ -289,6 +289,25 @@ func TestOutage_PostgreSQLDown(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("%s %s: answered 2xx, now GET %s is %d", o.what, o.id, path, resp.StatusCode)
+		}
+	}
+	// Every run ends: one the outage kept from journaling its end is
+	// given up by its replica and recovered once its lease (2 s) expired.
+	deadline := time.Now().Add(60 * time.Second)
+	for _, o := range got {
+		if o.what != "run" || o.id == "" {
+			continue
+		}
+		for {
+			r := getRun(t, srv.URL, o.id)
+			if r.Status == "delivered" || r.Status == "fail_safe" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("run %s is still %s a minute after the outage", o.id, r.Status)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }

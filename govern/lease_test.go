@@ -267,3 +267,62 @@ func TestUAICP_4_ADeadResumerIsRecovered(t *testing.T) {
 		}
 	})
 }
+
+// failingAppends is a replica's journal whose appends fail while down
+// is set (the database out of reach for its writes), its leases still
+// renewed.
+type failingAppends struct {
+	*partitionable
+	down atomic.Bool
+}
+
+func (f *failingAppends) Append(ctx context.Context, sync bool, recs ...*govern.Record) error {
+	if f.down.Load() {
+		return errors.New("the database is out of reach")
+	}
+	return f.partitionable.Append(ctx, sync, recs...)
+}
+
+// TestUAICP_4_ARunWhoseEndIsNotJournaledIsRecovered: a run whose
+// fail_safe cannot be journaled (the store refused the append) is given
+// up by its replica — no longer renewed — so that once its lease expires
+// a replica recovers it: its write rolled back, its end journaled once.
+// Before, the replica kept renewing the lease of a run it could no longer
+// end, and no one recovered it while that process lived.
+func TestUAICP_4_ARunWhoseEndIsNotJournaledIsRecovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &rollbackLog{}
+		j := govern.NewMemoryJournal()
+		opts := baseOpts(t, log)
+		opts.Lease = testLease
+		fa := &failingAppends{partitionable: &partitionable{Journal: j, Leases: j.(govern.Leases)}}
+		opts.Journal, opts.Node = fa, "a"
+		a := newGov(t, opts)
+		opts.Journal, opts.Node = &partitionable{Journal: j, Leases: j.(govern.Leases)}, "b"
+		b := newGov(t, opts)
+		run := start(t, a, govern.RunOptions{})
+		invoke(t, run, withRollback(lowRisk("note")), govern.Call{ID: "c1", Args: map[string]any{}}, &tool{})
+		fa.down.Store(true)
+		if _, err := run.Fail(bg, "giving up"); err == nil {
+			t.Fatal("Fail journaled with its appends refused")
+		}
+		fa.down.Store(false)
+		time.Sleep(2 * testLease)
+		rep, err := b.Recover(bg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(rep.Closed, []string{run.RequestID()}) || rep.RolledBack != 1 {
+			t.Fatalf("b's recovery two leases later: %+v, want the run closed and its write rolled back", rep)
+		}
+		ends := 0
+		for _, rec := range runRecords(t, j, run.RequestID()) {
+			if rec.Kind == recordkind.Transition && rec.To.Terminal() {
+				ends++
+			}
+		}
+		if ends != 1 {
+			t.Errorf("%d terminal transitions, want 1", ends)
+		}
+	})
+}

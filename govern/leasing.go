@@ -68,6 +68,20 @@ func (r *Run) release(ctx context.Context) {
 	}
 }
 
+// giveUp is called when the run's end could not be journaled (err): with
+// leases this process stops renewing its lease, so that once it expires
+// a replica — this one's reaper too — recovers the run by the recovery
+// rules (rolling back what it wrote, journaling its end once), rather
+// than the run staying held, and open, for as long as this process
+// lives.
+func (r *Run) giveUp(err error) {
+	if !r.g.leased() {
+		return
+	}
+	r.g.forget(r)
+	r.g.log.Warn("govern: a run's end could not be journaled; it is recovered once its lease expires", "request_id", r.requestID, "error", err)
+}
+
 // fenced notes that the run's lease is lost: another process continues
 // it, and this Run value can do nothing more.
 func (r *Run) fenced() {

@@ -721,6 +721,7 @@ func (r *Run) fail(ctx context.Context, detail string, cause *Cause, reasons ...
 		r.closing = false
 		r.idle.Broadcast()
 		r.mu.Unlock()
+		r.giveUp(err)
 		return res, err
 	}
 	r.reasons, r.cause = uniq, cause
