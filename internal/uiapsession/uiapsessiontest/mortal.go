@@ -24,6 +24,7 @@ type Mortal struct {
 // Kill cuts m off the store for good.
 func (m *Mortal) Kill() { m.dead.Store(true) }
 
+// Create is the Store's, or ErrGone once m is killed.
 func (m *Mortal) Create(ctx context.Context, s *uiapsession.Session) error {
 	if m.dead.Load() {
 		return ErrGone
@@ -31,6 +32,7 @@ func (m *Mortal) Create(ctx context.Context, s *uiapsession.Session) error {
 	return m.Store.Create(ctx, s)
 }
 
+// Get is the Store's, or ErrGone once m is killed.
 func (m *Mortal) Get(ctx context.Context, id string, now time.Time) (*uiapsession.Session, error) {
 	if m.dead.Load() {
 		return nil, ErrGone
@@ -38,6 +40,7 @@ func (m *Mortal) Get(ctx context.Context, id string, now time.Time) (*uiapsessio
 	return m.Store.Get(ctx, id, now)
 }
 
+// Claim is the Store's, or ErrGone once m is killed.
 func (m *Mortal) Claim(ctx context.Context, id string, h, next []byte, expires, now time.Time) (*uiapsession.Session, error) {
 	if m.dead.Load() {
 		return nil, ErrGone
@@ -45,6 +48,7 @@ func (m *Mortal) Claim(ctx context.Context, id string, h, next []byte, expires, 
 	return m.Store.Claim(ctx, id, h, next, expires, now)
 }
 
+// Append is the Store's, or ErrGone once m is killed.
 func (m *Mortal) Append(ctx context.Context, id string, version int64, ev uiapsession.Event, keep int) error {
 	if m.dead.Load() {
 		return ErrGone
@@ -52,6 +56,7 @@ func (m *Mortal) Append(ctx context.Context, id string, version int64, ev uiapse
 	return m.Store.Append(ctx, id, version, ev, keep)
 }
 
+// Events is the Store's, or ErrGone once m is killed.
 func (m *Mortal) Events(ctx context.Context, id string, after int64) ([]uiapsession.Event, error) {
 	if m.dead.Load() {
 		return nil, ErrGone
@@ -59,6 +64,7 @@ func (m *Mortal) Events(ctx context.Context, id string, after int64) ([]uiapsess
 	return m.Store.Events(ctx, id, after)
 }
 
+// Touch is the Store's, or ErrGone once m is killed.
 func (m *Mortal) Touch(ctx context.Context, id string, version int64, expires time.Time) error {
 	if m.dead.Load() {
 		return ErrGone
@@ -66,6 +72,7 @@ func (m *Mortal) Touch(ctx context.Context, id string, version int64, expires ti
 	return m.Store.Touch(ctx, id, version, expires)
 }
 
+// Delete is the Store's, or ErrGone once m is killed.
 func (m *Mortal) Delete(ctx context.Context, id string, version int64) error {
 	if m.dead.Load() {
 		return ErrGone
@@ -73,6 +80,7 @@ func (m *Mortal) Delete(ctx context.Context, id string, version int64) error {
 	return m.Store.Delete(ctx, id, version)
 }
 
+// Sweep is the Store's, or ErrGone once m is killed.
 func (m *Mortal) Sweep(ctx context.Context, now time.Time) (int, error) {
 	if m.dead.Load() {
 		return 0, ErrGone
