@@ -78,6 +78,7 @@ type Agent struct {
 	userSchedule   func([]llm.ToolCall) [][]int // ToolStrategy.Schedule as given, for stepLLM
 	steps          *stepCache                   // the last step's instance, for stepLLM
 	tracer         trace.Tracer
+	spanName       string // "invoke_agent {name}"
 }
 
 // New creates an agent: it binds the model through llm.LLM (so the UPP
@@ -90,7 +91,7 @@ func New(options *Options) (*Agent, error) {
 		opts = *options
 	}
 	a := &Agent{id: ids.New(), opts: opts, sessionID: opts.SessionID, exec: opts.Execution, steps: &stepCache{},
-		tracer: telemetry.Tracer(opts.TracerProvider)}
+		tracer: telemetry.Tracer(opts.TracerProvider), spanName: spanNameOf(opts.Name)}
 	if a.exec == nil {
 		a.exec = defaultLoop{}
 	}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentry-dev/agentry/internal/telemetry"
@@ -12,24 +13,30 @@ import (
 // OpenTelemetry GenAI semantic conventions (an agent invoked in
 // process: an internal span).
 func (a *Agent) startSpan(ctx context.Context) (context.Context, trace.Span) {
-	name := "invoke_agent"
-	if a.opts.Name != "" {
-		name += " " + a.opts.Name
-	}
-	ctx, span := a.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := a.tracer.Start(ctx, a.spanName, trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
-		span.SetAttributes(
+		attrs := make([]attribute.KeyValue, 0, 6)
+		attrs = append(attrs,
 			telemetry.GenAIOperationName.String(telemetry.OpInvokeAgent),
 			telemetry.GenAIProviderName.String(telemetry.ProviderName(a.provider())),
 			telemetry.GenAIRequestModel.String(a.opts.Model.ModelID),
 			telemetry.GenAIAgentID.String(a.id),
 		)
 		if a.opts.Name != "" {
-			span.SetAttributes(telemetry.GenAIAgentName.String(a.opts.Name))
+			attrs = append(attrs, telemetry.GenAIAgentName.String(a.opts.Name))
 		}
 		if a.sessionID != "" {
-			span.SetAttributes(telemetry.GenAIConversationID.String(a.sessionID))
+			attrs = append(attrs, telemetry.GenAIConversationID.String(a.sessionID))
 		}
+		span.SetAttributes(attrs...)
 	}
 	return ctx, span
+}
+
+// spanNameOf is the name of the invoke_agent span of an agent named name.
+func spanNameOf(name string) string {
+	if name == "" {
+		return telemetry.OpInvokeAgent
+	}
+	return telemetry.OpInvokeAgent + " " + name
 }

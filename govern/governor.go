@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/agentry-dev/agentry/internal/domainmetrics"
 	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/internal/recordkind"
 )
@@ -88,6 +91,10 @@ type Options struct {
 	OnDecision func(req ApprovalRequest)
 	// Logger receives operational records; nil is slog.Default().
 	Logger *slog.Logger
+	// MeterProvider counts runs by outcome and tool calls by tier and
+	// outcome (agentry.runs, agentry.tool_calls); nil is the global
+	// provider.
+	MeterProvider metric.MeterProvider
 }
 
 // Governor owns governed runs. It is safe for concurrent use.
@@ -99,6 +106,7 @@ type Governor struct {
 	classes   map[string]*TaskClass
 	verifiers map[string]Verifier
 	log       *slog.Logger
+	domain    *domainmetrics.Metrics
 
 	leases    leaser      // nil without leases
 	recovered atomic.Bool // Recover ran once: later ones reap expired leases only
@@ -118,7 +126,7 @@ func New(ctx context.Context, options *Options) (*Governor, error) {
 	if options != nil {
 		opts = *options
 	}
-	g := &Governor{opts: opts, j: opts.Journal, policy: opts.Policy, keyring: opts.Keyring,
+	g := &Governor{opts: opts, domain: domainmetrics.Of(opts.MeterProvider), j: opts.Journal, policy: opts.Policy, keyring: opts.Keyring,
 		classes: map[string]*TaskClass{}, verifiers: map[string]Verifier{}, log: opts.Logger, live: map[string]*Run{}}
 	if g.j == nil {
 		g.j = NewMemoryJournal()

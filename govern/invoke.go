@@ -164,7 +164,7 @@ func (t effectTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // runs, its commit before Invoke returns. fn runs under
 // Options.ToolTimeout (ToolTimeout). A refused call returns an *Error and
 // fn is not called.
-func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx context.Context) (any, error)) (*Invocation, error) {
+func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx context.Context) (any, error)) (_ *Invocation, err error) {
 	if spec.Name == "" {
 		return nil, errors.New("govern: tool has no name")
 	}
@@ -189,6 +189,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	}
 	tier := effectiveTier(spec.Tier, r.g.opts.Pinned[spec.Name], floor)
 	traceCall(ctx, r.requestID, tier)
+	defer func() { r.g.domain.ToolCall(ctx, tier.String(), callOutcome(err)) }()
 	intent := CallIntent{Tier: tier, DeclaredTier: spec.Tier.String(), Args: argsRaw, ArgsHash: argsHash}
 
 	r.mu.Lock()

@@ -802,6 +802,13 @@ func (r *Run) runRollback(ctx context.Context, a RollbackAction) (err error) {
 // finished runs after the run reached a terminal phase: it tells the
 // parent and releases the run.
 func (r *Run) finished(ctx context.Context) {
+	r.mu.Lock()
+	outcome := Success
+	if r.phase != Deliver {
+		outcome = Failure
+	}
+	r.mu.Unlock()
+	r.g.domain.Run(ctx, string(outcome))
 	if r.parent != nil {
 		r.parent.childFinished(ctx, r)
 	}

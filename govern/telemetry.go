@@ -20,6 +20,53 @@ import (
 // span gets the uaicp.* attributes of its gate: risk tier, decision,
 // approval id.
 
+// eventKind reports whether records of kind are span events: the phase
+// transitions, pauses and resumptions, and rollbacks of a run. The other
+// records (intents, commits, evidence, approvals) show as the uaicp.*
+// attributes of the execute_tool span they belong to.
+func eventKind(kind RecordKind) bool {
+	switch kind {
+	case recordkind.Transition, recordkind.Paused, recordkind.Resumed,
+		recordkind.RollbackStarted, recordkind.RollbackDone, recordkind.RollbackFailed:
+		return true
+	}
+	return false
+}
+
+// eventName is the name of the span event of a record of kind.
+func eventName(kind RecordKind) string {
+	switch kind {
+	case recordkind.Transition:
+		return "uaicp." + recordkind.Transition
+	case recordkind.Paused:
+		return "uaicp." + recordkind.Paused
+	case recordkind.Resumed:
+		return "uaicp." + recordkind.Resumed
+	case recordkind.RollbackStarted:
+		return "uaicp." + recordkind.RollbackStarted
+	case recordkind.RollbackDone:
+		return "uaicp." + recordkind.RollbackDone
+	case recordkind.RollbackFailed:
+		return "uaicp." + recordkind.RollbackFailed
+	}
+	return "uaicp." + string(kind)
+}
+
+// sameTrace reports whether id, in hex, is hexID (a record's trace_id),
+// without formatting id.
+func sameTrace(id trace.TraceID, hexID string) bool {
+	const digits = "0123456789abcdef"
+	if len(hexID) != 2*len(id) {
+		return false
+	}
+	for i, b := range id {
+		if hexID[2*i] != digits[b>>4] || hexID[2*i+1] != digits[b&0xf] {
+			return false
+		}
+	}
+	return true
+}
+
 // spanTraceID is the trace id of ctx's span, when it has a valid one.
 func spanTraceID(ctx context.Context) string {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
@@ -49,25 +96,27 @@ func traceRecord(ctx context.Context, rec *Record, data any) {
 		return
 	}
 	sc := span.SpanContext()
-	if sc.TraceID().String() == rec.TraceID {
+	if sameTrace(sc.TraceID(), rec.TraceID) {
 		rec.SpanID = sc.SpanID().String()
 	}
-	attrs := make([]attribute.KeyValue, 0, 6)
-	attrs = append(attrs, attribute.String("uaicp.outcome", string(rec.Outcome)))
-	if rec.From != "" || rec.To != "" {
-		attrs = append(attrs, attribute.String("uaicp.from", string(rec.From)), attribute.String("uaicp.to", string(rec.To)))
-	}
-	if rec.Tool != "" {
-		attrs = append(attrs, telemetry.GenAIToolName.String(rec.Tool), telemetry.GenAIToolCallID.String(rec.CallID))
-	}
-	if len(rec.Reasons) > 0 {
-		rs := make([]string, len(rec.Reasons))
-		for i, r := range rec.Reasons {
-			rs[i] = string(r)
+	if eventKind(rec.Kind) {
+		attrs := make([]attribute.KeyValue, 0, 6)
+		attrs = append(attrs, attribute.String("uaicp.outcome", string(rec.Outcome)))
+		if rec.From != "" || rec.To != "" {
+			attrs = append(attrs, attribute.String("uaicp.from", string(rec.From)), attribute.String("uaicp.to", string(rec.To)))
 		}
-		attrs = append(attrs, attribute.StringSlice("uaicp.reasons", rs))
+		if rec.Tool != "" {
+			attrs = append(attrs, telemetry.GenAIToolName.String(rec.Tool), telemetry.GenAIToolCallID.String(rec.CallID))
+		}
+		if len(rec.Reasons) > 0 {
+			rs := make([]string, len(rec.Reasons))
+			for i, r := range rec.Reasons {
+				rs[i] = string(r)
+			}
+			attrs = append(attrs, attribute.StringSlice("uaicp.reasons", rs))
+		}
+		span.AddEvent(eventName(rec.Kind), trace.WithAttributes(attrs...))
 	}
-	span.AddEvent("uaicp."+string(rec.Kind), trace.WithAttributes(attrs...))
 
 	switch rec.Kind {
 	case recordkind.Intent:
@@ -97,6 +146,15 @@ func traceRecord(ctx context.Context, rec *Record, data any) {
 	case recordkind.Paused:
 		span.SetAttributes(telemetry.UAICPPhase.String("paused"))
 	}
+}
+
+// callOutcome is the outcome of a tool call on agentry.tool_calls:
+// "success", or the UAICP reason code of its refusal or failure.
+func callOutcome(err error) string {
+	if err == nil {
+		return string(Success)
+	}
+	return telemetry.ErrorTypeOf(err)
 }
 
 // The error.type of a governance error on OpenTelemetry spans is its

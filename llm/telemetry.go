@@ -20,26 +20,35 @@ import (
 // recorded only when OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
 // is "true".
 
+// chatNames and toolNames memoise the names of chat and execute_tool
+// spans, by model and by tool.
+var chatNames, toolNames telemetry.Memo[string, string]
+
+func chatName(model string) string    { return chatNames.Get(model, newChatName) }
+func newChatName(model string) string { return "chat " + model }
+func toolName(tool string) string     { return toolNames.Get(tool, newToolName) }
+func newToolName(tool string) string  { return "execute_tool " + tool }
+
 // startChat starts the span of one provider call.
 func (l *LLMInstance) startChat(ctx context.Context, req *Request) (context.Context, trace.Span) {
-	ctx, span := l.tracer.Start(ctx, "chat "+req.ModelID, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := l.tracer.Start(ctx, chatName(req.ModelID), trace.WithSpanKind(trace.SpanKindClient))
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	attrs := make([]attribute.KeyValue, 0, 12)
+	attrs := make([]attribute.KeyValue, 0, 14)
 	attrs = append(attrs,
 		telemetry.GenAIOperationName.String(telemetry.OpChat),
 		telemetry.GenAIProviderName.String(telemetry.ProviderName(l.provider)),
 		telemetry.GenAIRequestModel.String(req.ModelID),
 	)
 	attrs = appendParams(attrs, req.Params)
-	span.SetAttributes(attrs...)
 	if telemetry.CaptureContent() {
 		if req.System != "" {
-			span.SetAttributes(telemetry.GenAISystemInstructions.String(contentJSON([]map[string]any{{"type": "text", "content": req.System}})))
+			attrs = append(attrs, telemetry.GenAISystemInstructions.String(contentJSON([]map[string]any{{"type": "text", "content": req.System}})))
 		}
-		span.SetAttributes(telemetry.GenAIInputMessages.String(contentJSON(messageParts(req.Messages))))
+		attrs = append(attrs, telemetry.GenAIInputMessages.String(contentJSON(messageParts(req.Messages))))
 	}
+	span.SetAttributes(attrs...)
 	return ctx, span
 }
 
@@ -93,26 +102,28 @@ func (l *LLMInstance) endChat(ctx context.Context, span trace.Span, start time.T
 
 // startTool starts the span of one tool call.
 func (l *LLMInstance) startTool(ctx context.Context, tool *Tool, call ToolCall) (context.Context, trace.Span) {
-	ctx, span := l.tracer.Start(ctx, "execute_tool "+tool.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := l.tracer.Start(ctx, toolName(tool.Name), trace.WithSpanKind(trace.SpanKindInternal))
 	if !span.IsRecording() {
 		return ctx, span
 	}
-	span.SetAttributes(
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs,
 		telemetry.GenAIOperationName.String(telemetry.OpExecuteTool),
 		telemetry.GenAIToolName.String(tool.Name),
 		telemetry.GenAIToolCallID.String(call.ToolCallID),
 		telemetry.GenAIToolType.String("function"),
 	)
 	if tool.Description != "" {
-		span.SetAttributes(telemetry.GenAIToolDescription.String(tool.Description))
+		attrs = append(attrs, telemetry.GenAIToolDescription.String(tool.Description))
 	}
 	if telemetry.CaptureContent() {
 		args := call.RawArguments
 		if args == "" {
 			args = contentJSON(call.Arguments)
 		}
-		span.SetAttributes(telemetry.GenAIToolCallArguments.String(args))
+		attrs = append(attrs, telemetry.GenAIToolCallArguments.String(args))
 	}
+	span.SetAttributes(attrs...)
 	return ctx, span
 }
 

@@ -19,8 +19,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentry-dev/agentry/envelope"
+	"github.com/agentry-dev/agentry/internal/domainmetrics"
 	"github.com/agentry-dev/agentry/internal/streamlog"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
 // mediaType is the media type of an envelope on the HTTP binding (§11,
@@ -139,6 +144,12 @@ type Options struct {
 	// error delta 5.02, when the producer died. nil (the default) keeps
 	// streams in this Server's memory only.
 	Streams streamlog.Store
+	// MeterProvider counts the envelopes refused, by UAMP error code
+	// (agentry.uamp.envelopes.refused); nil is the global provider.
+	MeterProvider metric.MeterProvider
+	// TracerProvider makes a span of each envelope received ("uamp
+	// {intent}"); nil is the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is an http.Handler serving UAMP over HTTP/2 + SSE (POST
@@ -158,6 +169,8 @@ type Server struct {
 	byStream  map[streamKey]*Stream
 	byRequest map[streamKey]*Stream
 	wg        sync.WaitGroup
+	metrics   *domainmetrics.Metrics
+	tracer    trace.Tracer
 }
 
 // streamKey names a stream or request within its owner's namespace:
@@ -212,7 +225,8 @@ func NewServer(h Handler, opts *Options) *Server {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	s := &Server{opts: o, handler: h, mux: http.NewServeMux(), ctx: ctx, stop: stop,
-		byStream: map[streamKey]*Stream{}, byRequest: map[streamKey]*Stream{}}
+		byStream: map[streamKey]*Stream{}, byRequest: map[streamKey]*Stream{}, metrics: domainmetrics.Of(o.MeterProvider),
+		tracer: telemetry.Tracer(o.TracerProvider)}
 	s.mux.HandleFunc("POST "+pathMessages, s.postMessage)
 	s.mux.HandleFunc("GET "+pathStream+"{id}", s.getStream)
 	s.mux.HandleFunc("GET "+pathWebSocket, s.serveWebSocket)
@@ -268,6 +282,7 @@ func (s *Server) busy(msg string) *envelope.Error {
 // err, answering replyTo and addressed to to (the requester, or the
 // anonymous "urn:uamp:anonymous" when unknown).
 func (s *Server) errorEnvelope(to, replyTo string, err *envelope.Error) []byte {
+	s.metrics.UAMPRefused(s.ctx, string(err.Code))
 	if to == "" {
 		to = "urn:uamp:anonymous"
 	}
@@ -390,10 +405,19 @@ type result struct {
 	started bool    // an ask opened stream
 }
 
-// dispatch acts on an opened envelope: an ask or subscribe opens a
-// stream, a progress envelope with ext.ack_seq ACKs one, a cancel
-// cancels one. Other intents are refused (4.00).
+// dispatch acts on an opened envelope (dispatchEnvelope) within its
+// span.
 func (s *Server) dispatch(ctx context.Context, e *envelope.Envelope) (result, error) {
+	ctx, span := s.startEnvelope(ctx, e)
+	res, err := s.dispatchEnvelope(ctx, e)
+	endEnvelope(span, err)
+	return res, err
+}
+
+// dispatchEnvelope acts on an opened envelope: an ask or subscribe opens
+// a stream, a progress envelope with ext.ack_seq ACKs one, a cancel
+// cancels one. Other intents are refused (4.00).
+func (s *Server) dispatchEnvelope(ctx context.Context, e *envelope.Envelope) (result, error) {
 	switch e.Intent {
 	case envelope.IntentAsk, envelope.IntentSubscribe:
 		if err := s.checkFresh(ctx, e); err != nil {
@@ -500,7 +524,13 @@ func (s *Server) start(ctx context.Context, e *envelope.Envelope) (*Stream, erro
 	if window > s.opts.MaxDeltaWindow {
 		return nil, envelope.NewError(envelope.CodeBadRequest, fmt.Sprintf("delta_window %d is above this server's maximum, %d", window, s.opts.MaxDeltaWindow), nil)
 	}
-	st := newStream(s.ctx, id, e.From, reqID, window, s.opts.IdleTimeout)
+	parent := s.ctx
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		// The handler runs in the envelope's trace (the stream outlives
+		// the request: only the span context is kept).
+		parent = trace.ContextWithSpanContext(parent, sc)
+	}
+	st := newStream(parent, id, e.From, reqID, window, s.opts.IdleTimeout)
 	sk, rk := streamKey{e.From, id}, streamKey{e.From, reqID}
 	s.mu.Lock()
 	switch {

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentry-dev/agentry/internal/domainmetrics"
 	"github.com/agentry-dev/agentry/internal/httpx"
 	"github.com/agentry-dev/agentry/internal/metrics"
 	"github.com/agentry-dev/agentry/internal/telemetry"
@@ -61,6 +62,7 @@ type core struct {
 	sem      chan struct{}
 	tracer   trace.Tracer
 	duration metric.Float64Histogram // http.server.request.duration
+	ends     telemetry.Memo[endKey, *endAttrs]
 
 	mu         sync.Mutex
 	checks     map[string]func(context.Context) error
@@ -107,6 +109,7 @@ func newCore(opts coreOptions) *core {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		s.registry.WriteTo(w)
+		domainmetrics.Of(opts.MeterProvider).WriteTo(w)
 	})
 	s.mux.Handle("GET /metrics", httpx.Bearer(opts.MetricsBearerToken, "agentry", func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "a valid bearer token is required", http.StatusUnauthorized)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -16,11 +17,14 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/govern/approvalapi"
 	"github.com/agentry-dev/agentry/govern/audit"
+	"github.com/agentry-dev/agentry/internal/domainmetrics"
 	"github.com/agentry-dev/agentry/internal/streamlog"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 	"github.com/agentry-dev/agentry/runs"
 	"github.com/agentry-dev/agentry/store"
 	"github.com/agentry-dev/agentry/web"
 	"github.com/agentry-dev/agentry/workflow"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Server is agentry's server: the protocols of a Config on one plain
@@ -133,7 +137,7 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 		if s.st.Shared() {
 			streams, _ = s.st.Replay().(streamlog.Store)
 		}
-		if s.uamp, err = newUAMPService(c.UAMP, s.st.Replay(), streams, s.core.handler(), c.Agents, s.runs, c.Logger); err != nil {
+		if s.uamp, err = newUAMPService(c.UAMP, s.st.Replay(), streams, s.core.handler(), c.Agents, s.runs, c.Logger, c.MeterProvider, c.TracerProvider); err != nil {
 			return nil, err
 		}
 		s.closers = append(s.closers, s.uamp.close)
@@ -143,7 +147,7 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 
 func (s *Server) mountWorkflows() error {
 	sessions := s.st.Sessions()
-	eo := &workflow.EngineOptions{SessionTTL: s.cfg.SessionTTL, Logger: s.log}
+	eo := &workflow.EngineOptions{SessionTTL: s.cfg.SessionTTL, Logger: s.log, MeterProvider: s.cfg.MeterProvider}
 	if !s.st.Shared() {
 		// One server process uses the store: cache sessions between
 		// actions instead of reading (decoding) them back before every
@@ -217,6 +221,9 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	if gopts.Logger == nil {
 		gopts.Logger = s.log
 	}
+	if gopts.MeterProvider == nil {
+		gopts.MeterProvider = s.cfg.MeterProvider
+	}
 	userDecision := gopts.OnDecision
 	var svc *runs.Service
 	gopts.OnDecision = func(req govern.ApprovalRequest) {
@@ -232,6 +239,7 @@ func (s *Server) startGovernance(ctx context.Context) error {
 		return fmt.Errorf("governance: %w", err)
 	}
 	s.gov = g
+	s.countApprovals()
 	var reap time.Duration
 	if l, ok := gopts.Journal.(leases); ok && gopts.Lease > 0 {
 		if err := s.claimNode(ctx, l, gopts.Node, gopts.Lease); err != nil {
@@ -593,5 +601,41 @@ func sweep(ctx context.Context, engine *workflow.Engine, logger *slog.Logger, ev
 				logger.Info("expired sessions removed", "count", n)
 			}
 		}
+	}
+}
+
+// countApprovals reports the approvals pending, read from the governor
+// when scraped: agentry_approvals_pending on /metrics and the gauge
+// agentry.approvals.pending of Config.MeterProvider.
+func (s *Server) countApprovals() {
+	pending := func(ctx context.Context) (int, error) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		list, err := s.gov.Approvals(ctx, true)
+		return len(list), err
+	}
+	s.core.registry.NewGaugeFunc("agentry_approvals_pending", "Approval requests waiting for a decision.", func() float64 {
+		n, err := pending(context.Background())
+		if err != nil {
+			return math.NaN()
+		}
+		return float64(n)
+	})
+	meter := telemetry.Meter(s.cfg.MeterProvider)
+	gauge, err := meter.Int64ObservableGauge(domainmetrics.ApprovalsPending,
+		metric.WithDescription("Approval requests waiting for a decision."), metric.WithUnit("{approval}"))
+	if err != nil {
+		return // a broken SDK: no gauge, as for the other instruments
+	}
+	reg, err := meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		n, err := pending(ctx)
+		if err != nil {
+			return err
+		}
+		o.ObserveInt64(gauge, int64(n))
+		return nil
+	}, gauge)
+	if err == nil {
+		s.closers = append(s.closers, func() { reg.Unregister() })
 	}
 }

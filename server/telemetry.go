@@ -46,6 +46,41 @@ func (s *core) startSpan(r *http.Request, route string) (context.Context, trace.
 	return ctx, span
 }
 
+// endKey is what the end of a request's span and its duration's
+// attributes depend on.
+type endKey struct {
+	method, route string
+	code          int
+	https         bool
+}
+
+// endAttrs are computed once per endKey: the span's name and final
+// attributes, and the duration's record options (the attribute set
+// sorted and hashed once).
+type endAttrs struct {
+	name   string
+	span   []attribute.KeyValue
+	record []metric.RecordOption
+}
+
+func newEndAttrs(k endKey) *endAttrs {
+	scheme := "http"
+	if k.https {
+		scheme = "https"
+	}
+	e := &endAttrs{name: k.method + " " + k.route,
+		span: []attribute.KeyValue{telemetry.HTTPRoute.String(k.route), telemetry.HTTPResponseStatusCode.Int(k.code)}}
+	attrs := []attribute.KeyValue{telemetry.HTTPRequestMethod.String(k.method), telemetry.HTTPRoute.String(k.route),
+		telemetry.HTTPResponseStatusCode.Int(k.code), telemetry.URLScheme.String(scheme)}
+	if k.code >= 500 {
+		typ := telemetry.ErrorType.String(strconv.Itoa(k.code))
+		e.span = append(e.span, typ)
+		attrs = append(attrs, typ)
+	}
+	e.record = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(attrs...))}
+	return e
+}
+
 // endSpan ends the request's span with its route and status, and
 // records http.server.request.duration.
 func (s *core) endSpan(ctx context.Context, span trace.Span, r *http.Request, route string, code int, d time.Duration) {
@@ -54,23 +89,22 @@ func (s *core) endSpan(ctx context.Context, span trace.Span, r *http.Request, ro
 	if r.Pattern != "" {
 		route = r.Pattern
 	}
-	route = routeOf(route)
-	if span.IsRecording() {
-		span.SetName(r.Method + " " + route)
-		span.SetAttributes(telemetry.HTTPRoute.String(route), telemetry.HTTPResponseStatusCode.Int(code))
+	recording, measured := span.IsRecording(), s.duration.Enabled(ctx)
+	if !recording && !measured {
+		span.End()
+		return
+	}
+	e := s.ends.Get(endKey{r.Method, routeOf(route), code, r.TLS != nil}, newEndAttrs)
+	if recording {
+		span.SetName(e.name)
+		span.SetAttributes(e.span...)
 		if code >= 500 {
-			span.SetAttributes(telemetry.ErrorType.String(strconv.Itoa(code)))
 			span.SetStatus(codes.Error, "")
 		}
 	}
 	span.End()
-	if s.duration.Enabled(ctx) {
-		attrs := []attribute.KeyValue{telemetry.HTTPRequestMethod.String(r.Method), telemetry.HTTPRoute.String(route),
-			telemetry.HTTPResponseStatusCode.Int(code), telemetry.URLScheme.String(scheme(r))}
-		if code >= 500 {
-			attrs = append(attrs, telemetry.ErrorType.String(strconv.Itoa(code)))
-		}
-		s.duration.Record(ctx, d.Seconds(), metric.WithAttributes(attrs...))
+	if measured {
+		s.duration.Record(ctx, d.Seconds(), e.record...)
 	}
 }
 

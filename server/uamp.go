@@ -19,6 +19,9 @@ import (
 	"github.com/agentry-dev/agentry/messaging/discovery"
 	"github.com/agentry-dev/agentry/messaging/grpcmsg"
 	"github.com/agentry-dev/agentry/runs"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 )
 
@@ -43,7 +46,7 @@ type uampService struct {
 	table    atomic.Pointer[agentTable]
 }
 
-func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, streams streamlog.Store, plain http.Handler, agents []Agent, svc *runs.Service, logger *slog.Logger) (*uampService, error) {
+func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, streams streamlog.Store, plain http.Handler, agents []Agent, svc *runs.Service, logger *slog.Logger, mp metric.MeterProvider, tp trace.TracerProvider) (*uampService, error) {
 	switch {
 	case c.DID == "":
 		return nil, errors.New("server: UAMP needs a DID")
@@ -108,7 +111,7 @@ func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, streams streamlog
 	replay := envelope.NewReplayWindow(&envelope.ReplayOptions{Store: replayStore})
 	u.uamp = messaging.NewServer(messaging.HandlerFunc(u.serveUAMP), &messaging.Options{
 		ID: c.DID, Hosts: u.hosts, Key: c.Key, Keys: trusted, Replay: replay,
-		Authenticate: authenticate, Logger: logger, Streams: streams,
+		Authenticate: authenticate, Logger: logger, Streams: streams, MeterProvider: mp, TracerProvider: tp,
 	})
 	conf := messaging.RequestClientCertificates(messaging.TLSConfig(c.Certificate, nil))
 	mux := http.NewServeMux()
@@ -122,7 +125,8 @@ func newUAMPService(c *UAMP, replayStore envelope.ReplayStore, streams streamlog
 	// gRPC (uamp.v1.Agent) shares the listener: HTTP/2 calls of type
 	// application/grpc go to grpc.Server.ServeHTTP (the handshake is the
 	// listener's, so its credentials are not used).
-	g := grpcmsg.NewServer(u.uamp, conf)
+	g := grpcmsg.NewServer(u.uamp, conf, grpc.StatsHandler(otelgrpc.NewServerHandler(
+		otelgrpc.WithTracerProvider(tp), otelgrpc.WithMeterProvider(mp))))
 	u.root = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
 			g.ServeHTTP(w, r)

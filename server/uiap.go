@@ -34,7 +34,7 @@ func (s *Server) mountUIAP() error {
 	if s.cfg.UIAPRateLimit != nil {
 		limit = *s.cfg.UIAPRateLimit
 	}
-	app := uicontrol.AppOptions{Logger: s.log, RateLimit: limit}
+	app := uicontrol.AppOptions{Logger: s.log, RateLimit: limit, TracerProvider: s.cfg.TracerProvider}
 	if s.st.Shared() {
 		// Replicas share the database: a session started on one is
 		// resumed on any (docs/operations.md, "Several replicas"). A

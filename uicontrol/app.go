@@ -13,6 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentry-dev/agentry/internal/telemetry"
 	"github.com/agentry-dev/agentry/internal/uiapsession"
 	"github.com/agentry-dev/agentry/internal/uiapwire"
 )
@@ -65,6 +68,10 @@ type AppOptions struct {
 	// instead of ending them. nil keeps sessions in this App's memory; so
 	// does a negative ResumeWindow.
 	Sessions uiapsession.Store
+	// TracerProvider makes a span of each message the app handles
+	// ("uiap {type}", under the span of the connection's request); nil
+	// is the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // HandlerFunc answers requests of one type on the app side. It runs on
@@ -86,9 +93,10 @@ type Reply struct {
 // Serve runs one connection; an App serves any number at once. Its
 // methods are safe for concurrent use.
 type App struct {
-	opts AppOptions
-	log  *slog.Logger
-	exts []ExtensionOffer // the supported extensions, the Action Runtime's included
+	opts   AppOptions
+	log    *slog.Logger
+	tracer trace.Tracer
+	exts   []ExtensionOffer // the supported extensions, the Action Runtime's included
 
 	mu       sync.Mutex
 	doc      *CapabilityDocument
@@ -109,6 +117,7 @@ func NewApp(opts *AppOptions) *App {
 	if opts != nil {
 		a.opts = *opts
 	}
+	a.tracer = telemetry.Tracer(a.opts.TracerProvider)
 	a.exts = slices.Clone(a.opts.Extensions)
 	if !slices.ContainsFunc(a.exts, func(e ExtensionOffer) bool { return canonicalExtension(e.ID) == ExtensionAction }) {
 		a.exts = append(a.exts, ExtensionOffer{ID: ExtensionAction, Versions: []string{"0.1"}})
@@ -365,6 +374,7 @@ type appConn struct {
 	spares  atomic.Int32    // goroutines waiting for the baton
 	session *AppSession     // nil until a handshake or resume on this link
 	seen    idWindow        // message IDs before a session is attached
+	span    trace.Span      // the span of the message being handled, until its reply
 }
 
 func (c *appConn) stamp() stamp {
@@ -389,6 +399,9 @@ func (c *appConn) send(e *Envelope) {
 }
 
 func (c *appConn) replyError(failed *Envelope, e *Error) {
+	if c.span != nil {
+		telemetry.SetError(c.span, string(e.Code), nil)
+	}
 	if failed != nil && failed.Kind == KindError {
 		return // an error is never answered
 	}
@@ -416,6 +429,8 @@ func (c *appConn) handle(raw []byte) {
 	if !(env.Kind == KindResponse && env.Type == uiapwire.TypePong) {
 		c.l.alive.Add(1)
 	}
+	c.span = c.startMessage(env, s)
+	defer c.endMessage()
 	if perr != nil {
 		c.replyError(env, perr)
 		return
@@ -490,7 +505,20 @@ func (c *appConn) handle(raw []byte) {
 
 func (c *appConn) dispatch(h HandlerFunc, env *Envelope) {
 	s, a := c.session, c.app
+	span := c.span // the handler's job ends it
+	c.span = nil
 	c.job = func() {
+		var werr *Error
+		defer func() {
+			if werr != nil {
+				telemetry.SetError(span, string(werr.Code), nil)
+			}
+			span.End()
+		}()
+		ctx := s.ctx
+		if span.SpanContext().IsValid() {
+			ctx = trace.ContextWithSpan(ctx, span)
+		}
 		reply, err := func() (r *Reply, err error) {
 			defer func() {
 				if p := recover(); p != nil {
@@ -498,7 +526,7 @@ func (c *appConn) dispatch(h HandlerFunc, env *Envelope) {
 					err = NewError(CodeInternalError, "internal error")
 				}
 			}()
-			return h(s.ctx, s, env)
+			return h(ctx, s, env)
 		}()
 		if err == nil && (reply == nil || reply.Type == "") {
 			err = errors.New("handler returned no reply type")
@@ -512,6 +540,7 @@ func (c *appConn) dispatch(h HandlerFunc, env *Envelope) {
 			if we.Code == CodeInternalError {
 				a.log.Error("uicontrol: handler failed", "type", env.Type, "err", err)
 			}
+			werr = we
 			out = s.stamp().errorFor(env, we)
 		}
 		_ = s.sendOn(c.l, out)

@@ -14,9 +14,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentry-dev/agentry/internal/domainmetrics"
 	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/internal/unavailable"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.opentelemetry.io/otel/metric"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -64,6 +66,9 @@ type EngineOptions struct {
 	// processes on one store, a stale cached session makes the next write
 	// lose its compare-and-swap (409). 0 disables the cache.
 	CacheSessions int
+	// MeterProvider counts the sessions initialised
+	// (agentry.uaip.sessions, by workflow); nil is the global provider.
+	MeterProvider metric.MeterProvider
 }
 
 // Engine runs UAIP workflows: it holds the registered workflows and
@@ -71,9 +76,10 @@ type EngineOptions struct {
 // SessionStore before reporting it. It is safe for concurrent use: actions
 // on one session are serialized, different sessions run in parallel.
 type Engine struct {
-	store  SessionStore
-	opts   EngineOptions
-	logger *slog.Logger
+	store   SessionStore
+	opts    EngineOptions
+	logger  *slog.Logger
+	metrics *domainmetrics.Metrics
 
 	mu        sync.RWMutex
 	workflows map[string]*Workflow
@@ -96,6 +102,7 @@ func NewEngine(store SessionStore, opts *EngineOptions) *Engine {
 	if opts != nil {
 		e.opts = *opts
 	}
+	e.metrics = domainmetrics.Of(e.opts.MeterProvider)
 	if e.opts.SessionTTL == 0 {
 		e.opts.SessionTTL = 24 * time.Hour
 	}
@@ -167,6 +174,7 @@ func (e *Engine) Initialize(ctx context.Context, workflowName string) (*Session,
 	if err := e.store.Create(ctx, s); err != nil {
 		return nil, e.storeError("create", err)
 	}
+	e.metrics.UAIPSession(ctx, w.Name)
 	return s, nil
 }
 

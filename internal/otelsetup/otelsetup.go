@@ -71,6 +71,10 @@ type Telemetry struct {
 	// "console"), empty when the signal is off.
 	Traces, Metrics []string
 	shutdown        []func(context.Context) error
+	tp              *sdktrace.TracerProvider // nil when traces are off
+	mp              *sdkmetric.MeterProvider // nil when metrics are off
+	failures        *failureLog
+	logger          *slog.Logger
 }
 
 // Enabled reports whether anything is exported.
@@ -97,6 +101,24 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 // even when it exports nothing. A configuration error (an unknown
 // exporter or protocol) installs nothing and is returned.
 func Setup(ctx context.Context, opts *Options) (*Telemetry, error) {
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	t, err := newProviders(ctx, opts)
+	if err != nil || !t.Enabled() {
+		return t, err
+	}
+	otel.SetErrorHandler(t.failures)
+	if t.tp != nil {
+		otel.SetTracerProvider(t.tp)
+	}
+	if t.mp != nil {
+		otel.SetMeterProvider(t.mp)
+	}
+	t.logger.Info("OpenTelemetry export on", "traces", strings.Join(t.Traces, ","), "metrics", strings.Join(t.Metrics, ","))
+	return t, nil
+}
+
+// newProviders builds what Setup installs, without installing it.
+func newProviders(ctx context.Context, opts *Options) (*Telemetry, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -110,8 +132,7 @@ func Setup(ctx context.Context, opts *Options) (*Telemetry, error) {
 	if o.Console == nil {
 		o.Console = os.Stderr
 	}
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	t := &Telemetry{}
+	t := &Telemetry{logger: o.Logger}
 	if strings.EqualFold(strings.TrimSpace(o.Getenv("OTEL_SDK_DISABLED")), "true") {
 		return t, nil
 	}
@@ -130,7 +151,7 @@ func Setup(ctx context.Context, opts *Options) (*Telemetry, error) {
 	if err != nil {
 		return nil, err
 	}
-	failures := &failureLog{log: o.Logger}
+	t.failures = &failureLog{log: o.Logger}
 	var tpOpts []sdktrace.TracerProviderOption
 	for _, name := range traces {
 		exp, label, err := traceExporter(ctx, o, name)
@@ -138,7 +159,7 @@ func Setup(ctx context.Context, opts *Options) (*Telemetry, error) {
 			return nil, err
 		}
 		t.Traces = append(t.Traces, label)
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(countingExporter{exp, failures}))
+		tpOpts = append(tpOpts, sdktrace.WithBatcher(countingExporter{exp, t.failures}))
 	}
 	var mpOpts []sdkmetric.Option
 	for _, name := range metrics {
@@ -149,18 +170,14 @@ func Setup(ctx context.Context, opts *Options) (*Telemetry, error) {
 		t.Metrics = append(t.Metrics, label)
 		mpOpts = append(mpOpts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)))
 	}
-	otel.SetErrorHandler(failures)
 	if len(tpOpts) > 0 {
-		tp := sdktrace.NewTracerProvider(append(tpOpts, sdktrace.WithResource(res))...)
-		otel.SetTracerProvider(tp)
-		t.shutdown = append(t.shutdown, tp.Shutdown)
+		t.tp = sdktrace.NewTracerProvider(append(tpOpts, sdktrace.WithResource(res))...)
+		t.shutdown = append(t.shutdown, t.tp.Shutdown)
 	}
 	if len(mpOpts) > 0 {
-		mp := sdkmetric.NewMeterProvider(append(mpOpts, sdkmetric.WithResource(res))...)
-		otel.SetMeterProvider(mp)
-		t.shutdown = append(t.shutdown, mp.Shutdown)
+		t.mp = sdkmetric.NewMeterProvider(append(mpOpts, sdkmetric.WithResource(res))...)
+		t.shutdown = append(t.shutdown, t.mp.Shutdown)
 	}
-	o.Logger.Info("OpenTelemetry export on", "traces", strings.Join(t.Traces, ","), "metrics", strings.Join(t.Metrics, ","))
 	return t, nil
 }
 
@@ -319,6 +336,7 @@ type failureLog struct {
 	log   *slog.Logger
 	count atomic.Int64
 	spans atomic.Int64
+	sent  atomic.Int64 // spans exported
 }
 
 // Handle implements otel.ErrorHandler.
@@ -338,6 +356,8 @@ func (c countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Read
 	err := c.SpanExporter.ExportSpans(ctx, spans)
 	if err != nil {
 		c.f.spans.Add(int64(len(spans)))
+	} else {
+		c.f.sent.Add(int64(len(spans)))
 	}
 	return err
 }

@@ -25,8 +25,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -35,6 +37,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
 )
 
 // Scope is the instrumentation scope of every tracer and meter of the
@@ -116,9 +119,55 @@ const (
 // installs later.
 func Tracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
-		tp = otel.GetTracerProvider()
+		return &globalTracer{}
 	}
 	return tp.Tracer(Scope)
+}
+
+// globalTracer is the module's tracer of the global provider, resolved
+// at each span. While no SDK is installed (the global provider is still
+// OpenTelemetry's default), a span under a non-recording parent is that
+// parent itself: the default provider would make a non-recording span
+// carrying the parent's span context — the same trace context for
+// propagation — but allocate it and a context for it, the cost a library
+// user who installs no SDK should not pay (docs/benchmarks.md,
+// "OpenTelemetry overhead"). Under a recording parent (a provider passed
+// elsewhere in options) it defers to the default provider.
+type globalTracer struct {
+	embedded.Tracer
+	cached atomic.Pointer[resolvedTracer]
+}
+
+type resolvedTracer struct {
+	tp trace.TracerProvider
+	t  trace.Tracer
+}
+
+// defaultProvider is OpenTelemetry's default global tracer provider (the
+// one that delegates to an SDK installed later), or nil when something
+// installed a provider before this package's initialisation.
+var defaultProvider = func() trace.TracerProvider {
+	tp := otel.GetTracerProvider()
+	if t := reflect.TypeOf(tp); t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global" {
+		return tp
+	}
+	return nil
+}()
+
+// Start implements trace.Tracer.
+func (g *globalTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	tp := otel.GetTracerProvider()
+	if tp == defaultProvider {
+		if parent := trace.SpanFromContext(ctx); !parent.IsRecording() {
+			return ctx, parent
+		}
+	}
+	r := g.cached.Load()
+	if r == nil || r.tp != tp {
+		r = &resolvedTracer{tp: tp, t: tp.Tracer(Scope)}
+		g.cached.Store(r)
+	}
+	return r.t.Start(ctx, name, opts...)
 }
 
 // Meter returns the module's meter of mp; nil is the global provider.
@@ -229,6 +278,30 @@ func ErrorTypeOf(err error) string {
 type GenAIMetrics struct {
 	tokens   metric.Int64Histogram
 	duration metric.Float64Histogram
+	opts     Memo[chatKey, *chatOpts]
+}
+
+// chatKey is what the attributes of a model call's measurements depend on.
+type chatKey struct{ provider, requestModel, responseModel, errorType string }
+
+// chatOpts are the record options of one chatKey: the attribute sets,
+// sorted and hashed once.
+type chatOpts struct{ duration, input, output []metric.RecordOption }
+
+func newChatOpts(k chatKey) *chatOpts {
+	attrs := make([]attribute.KeyValue, 0, 6)
+	attrs = append(attrs, GenAIOperationName.String(OpChat), GenAIProviderName.String(ProviderName(k.provider)),
+		GenAIRequestModel.String(k.requestModel))
+	if k.responseModel != "" {
+		attrs = append(attrs, GenAIResponseModel.String(k.responseModel))
+	}
+	if k.errorType != "" {
+		attrs = append(attrs, ErrorType.String(k.errorType))
+	}
+	set := func(extra ...attribute.KeyValue) []metric.RecordOption {
+		return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(append(attrs[:len(attrs):len(attrs)], extra...)...))}
+	}
+	return &chatOpts{duration: set(), input: set(GenAITokenType.String("input")), output: set(GenAITokenType.String("output"))}
 }
 
 var genaiMetrics sync.Map // metric.MeterProvider (nil: the global one) → *GenAIMetrics
@@ -273,24 +346,13 @@ func (g *GenAIMetrics) RecordChat(ctx context.Context, m ChatMeasurement) {
 	if !g.duration.Enabled(ctx) && !g.tokens.Enabled(ctx) {
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 5)
-	attrs = append(attrs, GenAIOperationName.String(OpChat), GenAIProviderName.String(ProviderName(m.Provider)),
-		GenAIRequestModel.String(m.RequestModel))
-	if m.ResponseModel != "" {
-		attrs = append(attrs, GenAIResponseModel.String(m.ResponseModel))
-	}
-	if m.ErrorType != "" {
-		attrs = append(attrs, ErrorType.String(m.ErrorType))
-	}
-	set := attribute.NewSet(attrs...)
-	g.duration.Record(ctx, m.Duration.Seconds(), metric.WithAttributeSet(set))
+	o := g.opts.Get(chatKey{m.Provider, m.RequestModel, m.ResponseModel, m.ErrorType}, newChatOpts)
+	g.duration.Record(ctx, m.Duration.Seconds(), o.duration...)
 	if m.ErrorType != "" {
 		return
 	}
-	in := attribute.NewSet(append(attrs, GenAITokenType.String("input"))...)
-	out := attribute.NewSet(append(attrs, GenAITokenType.String("output"))...)
-	g.tokens.Record(ctx, int64(m.InputTokens), metric.WithAttributeSet(in))
-	g.tokens.Record(ctx, int64(m.OutputTokens), metric.WithAttributeSet(out))
+	g.tokens.Record(ctx, int64(m.InputTokens), o.input...)
+	g.tokens.Record(ctx, int64(m.OutputTokens), o.output...)
 }
 
 // Inject writes the trace context of ctx (W3C traceparent and
@@ -336,4 +398,46 @@ func (t propagating) CloseIdleConnections() {
 	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// Memo memoises what is derived from a comparable key — attribute sets,
+// metric options, span names — so that the hot path computes them once
+// per distinct key instead of once per operation. Reads take no lock (the
+// map is copied on write); it keeps at most memoMax keys (keys can come
+// from peers: a response model, an HTTP method), beyond which values are
+// computed every time. The zero value is ready.
+type Memo[K comparable, V any] struct {
+	mu sync.Mutex // serialises writers
+	m  atomic.Pointer[map[K]V]
+}
+
+const memoMax = 1024
+
+// Get returns the value of k, computing it with build on a miss.
+func (c *Memo[K, V]) Get(k K, build func(K) V) V {
+	if m := c.m.Load(); m != nil {
+		if v, ok := (*m)[k]; ok {
+			return v
+		}
+	}
+	v := build(k)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[K]V
+	if p := c.m.Load(); p != nil {
+		old = *p
+	}
+	if w, ok := old[k]; ok {
+		return w
+	}
+	if len(old) >= memoMax {
+		return v
+	}
+	m := make(map[K]V, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[k] = v
+	c.m.Store(&m)
+	return v
 }

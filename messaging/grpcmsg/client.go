@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
@@ -54,6 +55,9 @@ func NewClient(baseURL string, opts *messaging.ClientOptions) (*Client, error) {
 	conn, err := grpc.NewClient(u.Host,
 		grpc.WithTransportCredentials(credentials.NewTLS(conf)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(envelope.MaxDeltaSize+maxBatch+maxFrameOverhead)),
+		// The call's span (the global providers), carrying the trace
+		// context in the call's metadata.
+		grpc.WithStatsHandler(otelgrpc.NewClientHandler()),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("grpcmsg: %w", err)
