@@ -95,16 +95,15 @@ func layerViolations(graph map[string][]string, rule layerRule) []string {
 	return out
 }
 
-// moduleGraph returns the module's packages and, for each, its imports
-// within the module (module-relative paths; the root package is ".").
-func moduleGraph(t *testing.T) map[string][]string {
+// goRunner returns a function running the go command in root and
+// returning its output; a failure fails the test.
+func goRunner(t *testing.T, root string) func(args ...string) []byte {
 	t.Helper()
-	root := moduleRoot(t)
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command is needed to list the packages: %v", err)
 	}
-	run := func(args ...string) []byte {
+	return func(args ...string) []byte {
 		cmd := exec.Command(goCmd, args...)
 		cmd.Dir = root
 		var stderr bytes.Buffer
@@ -115,6 +114,14 @@ func moduleGraph(t *testing.T) map[string][]string {
 		}
 		return out
 	}
+}
+
+// moduleGraph returns the module's packages and, for each, its imports
+// within the module (module-relative paths; the root package is ".").
+func moduleGraph(t *testing.T) map[string][]string {
+	t.Helper()
+	root := moduleRoot(t)
+	run := goRunner(t, root)
 	module := strings.TrimSpace(string(run("list", "-m", "-f", "{{.Path}}")))
 	rel := func(path string) (string, bool) {
 		if path == module {
@@ -257,21 +264,7 @@ func otelViolations(module string, graph map[string][]string, names map[string]s
 // the OpenTelemetry SDK, an exporter or the OTLP wire types.
 func TestLibrariesUseOnlyTheOpenTelemetryAPI(t *testing.T) {
 	root := moduleRoot(t)
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to list the packages: %v", err)
-	}
-	run := func(args ...string) []byte {
-		cmd := exec.Command(goCmd, args...)
-		cmd.Dir = root
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
-		}
-		return out
-	}
+	run := goRunner(t, root)
 	module := strings.TrimSpace(string(run("list", "-m", "-f", "{{.Path}}")))
 	graph, names := map[string][]string{}, map[string]string{}
 	out := run("list", "-deps", "-f", "{{.ImportPath}}\t{{.Name}}\t{{join .Imports \" \"}}", "./...")
