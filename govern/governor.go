@@ -316,7 +316,9 @@ func (g *Governor) Start(ctx context.Context, runOpts *RunOptions) (*Run, error)
 	}
 	rec := r.record(recordkind.RunStarted)
 	rec.To, rec.Outcome = Intake, Pending
-	if err := r.appendData(ctx, false, rec, RunStart{Identity: o.Identity, TaskClass: o.TaskClass, MaxRepairs: maxRepairs, Resumer: o.Resumer}); err != nil {
+	// Synced: a run is acknowledged (its request ID handed out) once
+	// Start returns, and a journal may defer appends without sync.
+	if err := r.appendData(ctx, true, rec, RunStart{Identity: o.Identity, TaskClass: o.TaskClass, MaxRepairs: maxRepairs, Resumer: o.Resumer}); err != nil {
 		g.forget(r)
 		if r.parent != nil {
 			r.parent.dropChild(r)

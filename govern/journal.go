@@ -23,11 +23,15 @@ type Journal interface {
 	// Append appends recs in order: it assigns each its Seq (one more than
 	// the last record's, starting at 1), Prev (the last record's Hash) and
 	// Hash (Seal), in place. With sync it returns after recs and every
-	// record appended before them are durable; without, they become
-	// durable with the next synced append (or a store-specific flush) —
-	// order is kept either way. If a record has a Unique key that an
+	// record appended before them are durable and sealed; an empty synced
+	// Append is a flush. Without sync, they become durable with the next
+	// synced append (or a store-specific flush) — order is kept either
+	// way — and a journal may defer sealing them until then: the fields
+	// are set at the latest when a later synced Append, or a read through
+	// the same Journal, returns. If a record has a Unique key that an
 	// earlier record had, Append appends nothing and returns an error
-	// satisfying errors.Is(err, ErrDuplicate).
+	// satisfying errors.Is(err, ErrDuplicate) (a journal that defers
+	// appends does not defer those).
 	Append(ctx context.Context, sync bool, recs ...*Record) error
 	// Records yields the records with Seq ≥ from, in order.
 	Records(ctx context.Context, from uint64) iter.Seq2[Record, error]

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/journal"
+	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -29,17 +32,31 @@ import (
 // it. A record whose unique key is taken makes its Append append nothing
 // and fail with govern.ErrDuplicate.
 //
-// Every Append is durable when it returns — sync=false is treated as
-// sync: a transaction commit is the cheapest durable step the database
-// offers. Concurrent Appends on one Journal value are group-committed:
-// those arriving while a transaction commits share the next one (one
-// fsync), each keeping its own outcome, so a duplicate in one append does
-// not fail the others. Share one value, rather than calling Journal for
-// each user.
+// A synced Append is durable when it returns. An Append without sync is
+// deferred: it returns at once, before its records are sealed (Seq, Prev
+// and Hash are set when they are committed), and is committed with the
+// next synced Append on this Journal value, a read through it, Close, or
+// at the latest deferredFlush after it — whichever comes first. So the
+// records of a run between two synced points (a read-only tool call's
+// evidence, the transitions of plan, execute and verify) share one
+// transaction instead of one each. An Append whose records carry a
+// unique key, a pause, a decision or a terminal transition is never
+// deferred. When the transaction of deferred records fails, nobody is
+// there to be told: the run (request ID and lease epoch) is marked lost
+// on this value, and its next Append fails with govern.ErrLeased — the
+// governor stops it, and it is recovered from what the journal holds
+// (by the reaper, once its lease expires; without leases, at the next
+// start), as after a crash that took the deferred records with it.
+//
+// Concurrent Appends on one Journal value are group-committed: those
+// arriving while a transaction commits share the next one (one fsync),
+// each keeping its own outcome, so a duplicate in one append does not
+// fail the others. Share one value, rather than calling Journal for each
+// user.
 //
 // Records reads in pages of 512 rows; RunRecords by the request_id index.
 // Close ends this value's use; the database stays open until Store.Close.
-func (s *Store) Journal() govern.Journal { return &sqlJournal{s: s} }
+func (s *Store) Journal() govern.Journal { return &sqlJournal{s: s, flushAfter: deferredFlush} }
 
 // journalPage is how many rows one query of Records reads.
 const journalPage = 512
@@ -50,26 +67,50 @@ const maxJournalBatch = 256
 // insertRows bounds the rows of one INSERT statement (insertCols parameters each).
 const insertRows = 128
 
-type sqlJournal struct {
-	s *Store
+// deferredFlush bounds how long a deferred Append waits for its
+// transaction when no synced Append or read comes first.
+const deferredFlush = 50 * time.Millisecond
 
-	mu     sync.Mutex
-	closed bool
-	queue  []*journalAppend
-	busy   bool // an Append is committing: the others queue
+// maxLost bounds the runs a journal value remembers as lost (see
+// sqlJournal.lost); past it the oldest are forgotten.
+const maxLost = 1 << 16
+
+type sqlJournal struct {
+	s          *Store
+	flushAfter time.Duration // deferredFlush; tests set it
+
+	mu       sync.Mutex
+	closed   bool
+	queue    []*journalAppend
+	busy     bool        // an Append is committing: the others queue
+	deferred int         // deferred Appends not yet committed
+	flush    *time.Timer // armed while deferred Appends wait and none commits
+	// lost holds the runs (request ID, epoch) whose deferred records
+	// could not be committed, with why; lostOrder their order, for maxLost.
+	lost      map[runEpoch]error
+	lostOrder []runEpoch
 }
 
-// A journalAppend is one Append waiting for its transaction.
+// runEpoch names a run as one holder of its lease knows it.
+type runEpoch struct {
+	requestID string
+	epoch     uint64
+}
+
+// A journalAppend is one Append waiting for its transaction, or a
+// deferred one (done and lead nil) that returned.
 type journalAppend struct {
 	recs []*govern.Record
 	done chan error    // its outcome
 	lead chan struct{} // it is to commit the next batch
 }
 
+func (a *journalAppend) isDeferred() bool { return a.done == nil }
+
 // errJournalClosed is the error of a closed Journal value.
 var errJournalClosed = errors.New("sqlstore: journal closed")
 
-func (j *sqlJournal) Append(ctx context.Context, _ bool, recs ...*govern.Record) (err error) {
+func (j *sqlJournal) Append(ctx context.Context, sync bool, recs ...*govern.Record) (err error) {
 	defer j.s.mark(&err)
 	if err := ctx.Err(); err != nil {
 		return err
@@ -77,16 +118,35 @@ func (j *sqlJournal) Append(ctx context.Context, _ bool, recs ...*govern.Record)
 	if err := uniqueWithin(recs); err != nil {
 		return err
 	}
-	a := &journalAppend{recs: recs, done: make(chan error, 1), lead: make(chan struct{}, 1)}
 	j.mu.Lock()
 	if j.closed {
 		j.mu.Unlock()
 		return errJournalClosed
 	}
-	if len(recs) == 0 {
+	if err := j.lostLocked(recs); err != nil {
 		j.mu.Unlock()
-		return nil // every append is durable already
+		return err
 	}
+	switch {
+	case len(recs) == 0 && (!sync || j.deferred == 0):
+		j.mu.Unlock()
+		return nil // every synced append is durable already
+	case !sync && deferrable(recs):
+		j.queue = append(j.queue, &journalAppend{recs: recs})
+		j.deferred++
+		if !j.busy && j.flush == nil {
+			j.flush = time.AfterFunc(j.flushAfter, j.flushDeferred)
+		}
+		j.mu.Unlock()
+		return nil
+	}
+	return j.commitLocked(recs)
+}
+
+// commitLocked queues an Append of recs that waits for its transaction,
+// and returns its outcome. j.mu is held on entry, released on return.
+func (j *sqlJournal) commitLocked(recs []*govern.Record) error {
+	a := &journalAppend{recs: recs, done: make(chan error, 1), lead: make(chan struct{}, 1)}
 	j.queue = append(j.queue, a)
 	if j.busy {
 		j.mu.Unlock()
@@ -97,26 +157,127 @@ func (j *sqlJournal) Append(ctx context.Context, _ bool, recs ...*govern.Record)
 		}
 	} else {
 		j.busy = true
+		if j.flush != nil {
+			j.flush.Stop()
+			j.flush = nil
+		}
 		j.mu.Unlock()
 	}
-	// This Append leads: it is first in the queue; it commits the batch
-	// queued behind it and hands the lead to the next waiting Append.
+	// This Append leads: it commits the batches at the head of the queue
+	// until its own is committed, then hands the lead to the next waiting
+	// Append. Deferred Appends before it go in its batches.
+	for {
+		j.mu.Lock()
+		n := min(len(j.queue), maxJournalBatch)
+		batch := j.queue[:n:n]
+		j.queue = j.queue[n:]
+		j.mu.Unlock()
+		j.commit(batch)
+		j.mu.Lock()
+		for _, b := range batch {
+			if b.isDeferred() {
+				j.deferred-- // counted until committed: a flush waits for it
+			}
+		}
+		j.mu.Unlock()
+		select {
+		case err := <-a.done:
+			j.handOff()
+			return err
+		default: // its own is further back in the queue
+		}
+	}
+}
+
+// handOff passes the lead to the first Append waiting in the queue; with
+// none, committing stops and the deferred ones left wait for the timer.
+func (j *sqlJournal) handOff() {
 	j.mu.Lock()
-	n := min(len(j.queue), maxJournalBatch)
-	batch := j.queue[:n:n]
-	j.queue = j.queue[n:]
+	for _, next := range j.queue {
+		if !next.isDeferred() {
+			j.mu.Unlock()
+			next.lead <- struct{}{}
+			return
+		}
+	}
+	j.busy = false
+	if j.deferred > 0 && j.flush == nil {
+		j.flush = time.AfterFunc(j.flushAfter, j.flushDeferred)
+	}
 	j.mu.Unlock()
-	j.commit(batch)
+}
+
+// flushDeferred commits the deferred Appends (the timer's).
+func (j *sqlJournal) flushDeferred() {
 	j.mu.Lock()
-	if len(j.queue) > 0 {
-		next := j.queue[0]
-		j.mu.Unlock()
-		next.lead <- struct{}{}
-	} else {
-		j.busy = false
-		j.mu.Unlock()
+	j.flush = nil
+	j.mu.Unlock()
+	_ = j.sync(context.Background()) // a failure marks the runs lost
+}
+
+// sync commits the deferred Appends queued so far, if any.
+func (j *sqlJournal) sync(ctx context.Context) error {
+	return j.Append(context.WithoutCancel(ctx), true)
+}
+
+// deferrable reports whether an Append without sync of recs may be
+// deferred: no unique key (its ErrDuplicate must reach the caller) and no
+// lease move (a pause, a decision, an end).
+func deferrable(recs []*govern.Record) bool {
+	for _, r := range recs {
+		switch {
+		case r.Unique != "", r.Kind == recordkind.Paused, r.Kind == recordkind.ApprovalDecided,
+			r.Kind == recordkind.Transition && r.To.Terminal():
+			return false
+		}
 	}
-	return <-a.done
+	return true
+}
+
+// lostLocked fails an Append of a run whose deferred records were lost.
+func (j *sqlJournal) lostLocked(recs []*govern.Record) error {
+	return lostIn(j.lost, recs)
+}
+
+// lostErr is lostLocked, taking j.mu.
+func (j *sqlJournal) lostErr(recs []*govern.Record) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lostLocked(recs)
+}
+
+// lostIn fails recs when one is of a run in lost.
+func lostIn(lost map[runEpoch]error, recs []*govern.Record) error {
+	if len(lost) == 0 {
+		return nil
+	}
+	for _, r := range recs {
+		if cause, ok := lost[runEpoch{r.RequestID, r.Epoch}]; ok {
+			return fmt.Errorf("sqlstore: journal: run %s lost records appended without sync (%v): %w", r.RequestID, cause, govern.ErrLeased)
+		}
+	}
+	return nil
+}
+
+// markLost remembers the runs of a deferred Append that failed with err.
+func (j *sqlJournal) markLost(recs []*govern.Record, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.lost == nil {
+		j.lost = map[runEpoch]error{}
+	}
+	for _, r := range recs {
+		k := runEpoch{r.RequestID, r.Epoch}
+		if _, ok := j.lost[k]; ok {
+			continue
+		}
+		if len(j.lostOrder) == maxLost {
+			delete(j.lost, j.lostOrder[0])
+			j.lostOrder = j.lostOrder[1:]
+		}
+		j.lost[k] = err
+		j.lostOrder = append(j.lostOrder, k)
+	}
 }
 
 // uniqueWithin refuses a batch repeating a unique key.
@@ -143,12 +304,21 @@ func uniqueWithin(recs []*govern.Record) error {
 // its own.
 func (j *sqlJournal) commit(batch []*journalAppend) {
 	out := make([]error, len(batch))
+	if !slices.ContainsFunc(batch, func(a *journalAppend) bool { return len(a.recs) > 0 }) {
+		for _, a := range batch {
+			a.done <- nil // flushes with nothing left to flush
+		}
+		return
+	}
 	inStatement, err := j.apply(batch, out)
 	switch {
 	case err != nil && inStatement && len(batch) > 1:
-		for i := range batch {
+		for i, a := range batch {
 			if _, err := j.apply(batch[i:i+1], out[i:i+1]); err != nil {
 				out[i] = err
+			}
+			if out[i] != nil && a.isDeferred() {
+				j.markLost(a.recs, out[i]) // before the run's later Appends go
 			}
 		}
 	case err != nil:
@@ -157,7 +327,12 @@ func (j *sqlJournal) commit(batch []*journalAppend) {
 		}
 	}
 	for i, a := range batch {
-		a.done <- out[i]
+		switch {
+		case !a.isDeferred():
+			a.done <- out[i]
+		case out[i] != nil:
+			j.markLost(a.recs, out[i])
+		}
 	}
 }
 
@@ -221,7 +396,7 @@ func (j *sqlJournal) apply(batch []*journalAppend, out []error) (inStatement boo
 			return true, fmt.Errorf("sqlstore: journal append: leases: %w", err)
 		}
 	}
-	writes := sealBatch(batch, out, seq, hash, taken, epochs)
+	writes := sealBatch(batch, out, seq, hash, taken, epochs, j.lostErr)
 	if writes == nil {
 		return false, nil
 	}
@@ -326,42 +501,33 @@ type sealed struct {
 
 // sealBatch chains the records of the batch's Appends that may be
 // appended after the head (seq, hash) — setting in out the outcome of
-// those that may not: a unique key taken, a lease epoch not the newest,
-// a record that cannot be sealed — and returns what to write; nil when
-// nothing is to be.
-func sealBatch(batch []*journalAppend, out []error, seq int64, hash string, taken map[string]bool, epochs map[string]int64) *sealed {
+// those that may not: a run whose deferred records were lost (lost, or a
+// deferred Append before it in the batch that failed), a unique key
+// taken, a lease epoch not the newest, a record that cannot be sealed —
+// and returns what to write; nil when nothing is to be.
+func sealBatch(batch []*journalAppend, out []error, seq int64, hash string, taken map[string]bool, epochs map[string]int64, lost func([]*govern.Record) error) *sealed {
 	w := &sealed{moves: &leaseMoves{states: map[string]string{}}}
 	var prev *govern.Record
 	if seq > 0 {
 		prev = &govern.Record{Seq: uint64(seq), Hash: hash}
 	}
+	var failed map[runEpoch]error // runs of deferred Appends refused here
 	for i, a := range batch {
-		if out[i] = checkTaken(a.recs, taken); out[i] != nil {
-			continue
-		}
-		if out[i] = checkFence(a.recs, epochs); out[i] != nil {
-			continue
-		}
-		var add []any
-		p := prev
-		for _, r := range a.recs {
-			if err := govern.Seal(p, r); err != nil {
-				out[i] = err
-				break
+		add, p, err := sealAppend(a.recs, prev, taken, epochs, func() error {
+			if err := lost(a.recs); err != nil {
+				return err
 			}
-			line, err := journal.AppendRecord(nil, r)
-			if err != nil {
-				out[i] = err
-				break
+			return lostIn(failed, a.recs)
+		})
+		if out[i] = err; err != nil {
+			if a.isDeferred() {
+				if failed == nil {
+					failed = map[runEpoch]error{}
+				}
+				for _, r := range a.recs {
+					failed[runEpoch{r.RequestID, r.Epoch}] = err
+				}
 			}
-			var unique any
-			if r.Unique != "" {
-				unique = r.Unique
-			}
-			add = append(add, int64(r.Seq), r.RequestID, unique, string(line[:len(line)-1]), string(r.Kind))
-			p = r
-		}
-		if out[i] != nil {
 			continue
 		}
 		w.rows = append(w.rows, add...)
@@ -378,6 +544,38 @@ func sealBatch(batch []*journalAppend, out []error, seq int64, hash string, take
 	}
 	w.head = prev
 	return w
+}
+
+// sealAppend chains the records of one Append after prev, unless lost,
+// a unique key or a lease epoch refuses them, and returns their rows and
+// the last of them.
+func sealAppend(recs []*govern.Record, prev *govern.Record, taken map[string]bool, epochs map[string]int64, lost func() error) ([]any, *govern.Record, error) {
+	if err := lost(); err != nil {
+		return nil, nil, err
+	}
+	if err := checkTaken(recs, taken); err != nil {
+		return nil, nil, err
+	}
+	if err := checkFence(recs, epochs); err != nil {
+		return nil, nil, err
+	}
+	var add []any
+	for _, r := range recs {
+		if err := govern.Seal(prev, r); err != nil {
+			return nil, nil, err
+		}
+		line, err := journal.AppendRecord(nil, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		var unique any
+		if r.Unique != "" {
+			unique = r.Unique
+		}
+		add = append(add, int64(r.Seq), r.RequestID, unique, string(line[:len(line)-1]), string(r.Kind))
+		prev = r
+	}
+	return add, prev, nil
 }
 
 // statements are the writes of an append's transaction: the rows, the
@@ -450,7 +648,11 @@ func (j *sqlJournal) pages(ctx context.Context, from uint64, page func(context.C
 				yield(govern.Record{}, errJournalClosed)
 				return
 			}
-			rows, err := page(ctx, next)
+			err := j.sync(ctx) // what this value deferred is read too
+			var rows []journalRow
+			if err == nil {
+				rows, err = page(ctx, next)
+			}
 			if err != nil {
 				j.s.mark(&err)
 				yield(govern.Record{}, err)
@@ -543,6 +745,9 @@ func (j *sqlJournal) RunRecords(ctx context.Context, requestID string) (_ []gove
 	if j.isClosed() {
 		return nil, errJournalClosed
 	}
+	if err := j.sync(ctx); err != nil {
+		return nil, err
+	}
 	rows, err := j.query(ctx, `SELECT seq, record FROM governance_journal WHERE request_id = $1 ORDER BY seq`, requestID)
 	if err != nil {
 		return nil, err
@@ -558,13 +763,25 @@ func (j *sqlJournal) RunRecords(ctx context.Context, requestID string) (_ []gove
 	return out, nil
 }
 
-// Close ends the use of this Journal value: Appends still queued are
-// committed, later ones fail. The store stays open.
+// Close ends the use of this Journal value: Appends still queued,
+// deferred ones included, are committed; later ones fail. The store stays
+// open.
 func (j *sqlJournal) Close() error {
 	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
 	j.closed = true
-	j.mu.Unlock()
-	return nil
+	if j.flush != nil {
+		j.flush.Stop()
+		j.flush = nil
+	}
+	if j.deferred == 0 {
+		j.mu.Unlock()
+		return nil
+	}
+	return j.commitLocked(nil)
 }
 
 // AuditCursor returns a cursor for an audit exporter (govern/audit.Cursor)

@@ -329,3 +329,160 @@ BEGIN IF NEW.request_id = 'explode' THEN RAISE EXCEPTION 'boom'; END IF; RETURN 
 		})
 	}
 }
+
+// runRecordsT returns the records of run id j holds.
+func runRecordsT(t *testing.T, j govern.Journal, id string) []govern.Record {
+	t.Helper()
+	recs, err := j.(govern.RunReader).RunRecords(t.Context(), id)
+	if err != nil {
+		t.Fatalf("RunRecords(%s): %v", id, err)
+	}
+	return recs
+}
+
+// TestJournalDeferredAppends: an Append without sync returns before its
+// records are sealed or committed — another store (replica) does not see
+// them — and they are committed, in order, in the transaction of the next
+// synced Append; Close commits those left. Unique keys are not deferred.
+func TestJournalDeferredAppends(t *testing.T) {
+	for name, newURL := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			u := newURL(t)
+			st, other := openT(t, u), openT(t, u).Journal()
+			j := st.Journal()
+			j.(*sqlJournal).flushAfter = time.Hour // only syncs commit
+			ctx := t.Context()
+			a, b := journalfixture.Record(recordkind.Transition, "r1", `{"n":1}`), journalfixture.Record(recordkind.Evidence, "r1", `{"n":2}`)
+			if err := j.Append(ctx, false, a, b); err != nil {
+				t.Fatal(err)
+			}
+			if a.Seq != 0 || b.Seq != 0 {
+				t.Errorf("deferred records sealed at once: seq %d, %d", a.Seq, b.Seq)
+			}
+			if got := runRecordsT(t, other, "r1"); len(got) != 0 {
+				t.Errorf("another store reads %d deferred records before anything synced", len(got))
+			}
+			c := journalfixture.Record(recordkind.Transition, "r2", `{"n":3}`)
+			if err := j.Append(ctx, true, c); err != nil {
+				t.Fatal(err)
+			}
+			if a.Seq != 1 || b.Seq != 2 || c.Seq != 3 || b.Prev != a.Hash || c.Prev != b.Hash {
+				t.Errorf("sealed as %d, %d, %d (prev chain %v, %v)", a.Seq, b.Seq, c.Seq, b.Prev == a.Hash, c.Prev == b.Hash)
+			}
+			if got := runRecordsT(t, other, "r1"); len(got) != 2 {
+				t.Errorf("another store reads %d records of r1 after the sync, want 2", len(got))
+			}
+			if st.dialect == postgres {
+				var txns int
+				if err := st.db.QueryRowContext(ctx, `SELECT count(DISTINCT xmin::text) FROM governance_journal`).Scan(&txns); err != nil {
+					t.Fatal(err)
+				}
+				if txns != 1 {
+					t.Errorf("the deferred and the synced records took %d transactions, want 1", txns)
+				}
+			}
+			uq := withUniqueKey(journalfixture.Record(recordkind.Transition, "r3", `{}`), "end:r3")
+			if err := j.Append(ctx, false, uq); err != nil {
+				t.Fatal(err)
+			}
+			if uq.Seq != 4 {
+				t.Errorf("an append with a unique key, without sync: seq %d on return, want 4 (not deferred)", uq.Seq)
+			}
+			d := journalfixture.Record(recordkind.Transition, "r4", `{}`)
+			if err := j.Append(ctx, false, d); err != nil {
+				t.Fatal(err)
+			}
+			if err := j.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if got := runRecordsT(t, other, "r4"); len(got) != 1 || d.Seq != 5 {
+				t.Errorf("after Close: %d records of r4 (seq %d), want 1 (seq 5)", len(got), d.Seq)
+			}
+			if n, err := govern.VerifyChain(ctx, other); n != 5 || err != nil {
+				t.Errorf("VerifyChain = %d, %v; want 5, nil", n, err)
+			}
+		})
+	}
+}
+
+func withUniqueKey(r *govern.Record, key string) *govern.Record {
+	r.Unique = key
+	return r
+}
+
+// TestJournalDeferredFlushedByTimer: deferred records are committed
+// without any sync, read or Close coming.
+func TestJournalDeferredFlushedByTimer(t *testing.T) {
+	for name, newURL := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			u := newURL(t)
+			j, other := openT(t, u).Journal(), openT(t, u).Journal()
+			if err := j.Append(t.Context(), false, journalfixture.Record(recordkind.Transition, "r", `{}`)); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(30 * time.Second) // a safety net: the timer is 50 ms
+			for len(runRecordsT(t, other, "r")) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatal("a deferred record was not committed without a sync")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// TestJournalDeferredLost: when deferred records of a run cannot be
+// committed, nobody is told at once; the run's records after them are
+// not committed either (the journal keeps each run's order), and its
+// next Append fails with govern.ErrLeased, so that the governor stops it.
+// Other runs' records go on.
+func TestJournalDeferredLost(t *testing.T) {
+	for name, newURL := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			st := openT(t, newURL(t))
+			ctx := t.Context()
+			trigger := []string{`CREATE TRIGGER explode BEFORE INSERT ON governance_journal WHEN NEW.record LIKE '%"boom"%'
+BEGIN SELECT RAISE(ABORT, 'boom'); END`}
+			if st.dialect == postgres {
+				trigger = []string{`CREATE FUNCTION explode() RETURNS trigger AS $$
+BEGIN IF NEW.record LIKE '%"boom"%' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$ LANGUAGE plpgsql`,
+					`CREATE TRIGGER explode BEFORE INSERT ON governance_journal FOR EACH ROW EXECUTE FUNCTION explode()`}
+			}
+			for _, stmt := range trigger {
+				if _, err := st.db.ExecContext(ctx, stmt); err != nil {
+					t.Fatal(err)
+				}
+			}
+			j := st.Journal()
+			j.(*sqlJournal).flushAfter = time.Hour
+			for _, r := range []*govern.Record{
+				journalfixture.Record(recordkind.Transition, "x", `{"n":1}`),
+				journalfixture.Record(recordkind.Transition, "x", `{"boom":true}`),
+				journalfixture.Record(recordkind.Transition, "x", `{"n":3}`),
+				journalfixture.Record(recordkind.Transition, "y", `{"n":1}`),
+			} {
+				if err := j.Append(ctx, false, r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := j.Append(ctx, true, journalfixture.Record(recordkind.Transition, "z", `{}`)); err != nil {
+				t.Fatalf("a synced append of another run, after the deferred ones: %v", err)
+			}
+			err := j.Append(ctx, true, journalfixture.Record(recordkind.Transition, "x", `{"n":4}`))
+			if !errors.Is(err, govern.ErrLeased) {
+				t.Errorf("the next append of the run whose deferred records were lost: %v, want ErrLeased", err)
+			}
+			if err := j.Append(ctx, true, journalfixture.Record(recordkind.Transition, "y", `{"n":2}`)); err != nil {
+				t.Errorf("another run's append: %v", err)
+			}
+			for id, want := range map[string]int{"x": 1, "y": 2, "z": 1} {
+				if got := runRecordsT(t, j, id); len(got) != want {
+					t.Errorf("run %s: %d records committed, want %d", id, len(got), want)
+				}
+			}
+			if n, err := govern.VerifyChain(ctx, j); n != 4 || err != nil {
+				t.Errorf("VerifyChain = %d, %v; want 4, nil", n, err)
+			}
+		})
+	}
+}

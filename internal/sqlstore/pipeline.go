@@ -188,7 +188,7 @@ func (j *sqlJournal) applyPipelined(ctx context.Context, batch []*journalAppend,
 		if err != nil {
 			return err
 		}
-		w := sealBatch(batch, out, seq, hash, taken, epochs)
+		w := sealBatch(batch, out, seq, hash, taken, epochs, j.lostErr)
 		if w == nil {
 			_, err := pc.Exec(ctx, "COMMIT") // nothing to write: release the head
 			open = err != nil
