@@ -44,6 +44,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 	_ "modernc.org/sqlite"             // registers the "sqlite" driver
@@ -159,7 +160,7 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	if d == sqlite {
 		s.writer = make(chan struct{}, 1)
 	}
-	if err := db.PingContext(ctx); err != nil {
+	if err := ping(ctx, db, d); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlstore: open %s: %w", redact(rawURL), err)
 	}
@@ -173,6 +174,26 @@ func Open(ctx context.Context, rawURL string) (*Store, error) {
 	}
 	s.commits = newCommitter(s)
 	return s, nil
+}
+
+// ping opens a first connection. A new SQLite connection switches the
+// file to WAL, which SQLite refuses at once (SQLITE_BUSY, without waiting
+// the busy timeout) while another connection — of this process or
+// another starting with it — does the same: that is retried for as long
+// as the busy timeout.
+func ping(ctx context.Context, db *sql.DB, d dialect) error {
+	deadline := time.Now().Add(busyTimeoutMS * time.Millisecond)
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		err := db.PingContext(ctx)
+		if err == nil || d != sqlite || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // parseURL maps a store URL to a database/sql driver and DSN, and for a
