@@ -128,6 +128,19 @@ func Seal(prev *Record, r *Record) error {
 // ComputeHash returns the hash r should carry: "sha256:" + hex of the
 // SHA-256 of the JCS form of r without its hash member.
 func (r *Record) ComputeHash() (string, error) {
+	buf := canonBufs.Get().(*[]byte)
+	defer canonBufs.Put(buf)
+	if canon, ok := appendCanonicalRecord((*buf)[:0], r); ok {
+		*buf = canon[:0]
+		sum := sha256.Sum256(canon)
+		return "sha256:" + hex.EncodeToString(sum[:]), nil
+	}
+	return r.computeHashJCS()
+}
+
+// computeHashJCS is ComputeHash by the general path: encoding/json, then
+// JCS (see appendCanonicalRecord).
+func (r *Record) computeHashJCS() (string, error) {
 	c := *r
 	c.Hash = ""
 	b, err := json.Marshal(&c)
