@@ -11,8 +11,10 @@ import (
 	"sync/atomic"
 
 	"github.com/agentry-dev/agentry/agent"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 	"github.com/agentry-dev/agentry/internal/turns"
 	"github.com/agentry-dev/agentry/llm"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // metadataKey is where a tool's Declaration lives in llm.Tool.Metadata,
@@ -155,6 +157,7 @@ func runOf(md map[string]any) *Run {
 
 func (m *agentMiddleware) Before(ctx context.Context, mc *agent.MiddlewareContext) (*agent.MiddlewareContext, error) {
 	if rr, ok := ctx.Value(resumeKey{}).(*resumeRun); ok && rr.run.g == m.g && rr.taken.CompareAndSwap(false, true) {
+		rr.run.span.Store(trace.SpanFromContext(ctx))
 		mc.Metadata[metadataKey] = rr.run
 		return nil, nil
 	}
@@ -494,7 +497,20 @@ func ResumeAgent(ctx context.Context, g *Governor, a *agent.Agent, requestID str
 	if err != nil {
 		return nil, err
 	}
-	ctx = resumeTrace(ctx, r.TraceID())
+	ctx = resumeTrace(ctx, r.traceID, r.startSpan)
+	state, err := resumeState(ctx, r, a)
+	if err != nil {
+		return nil, err
+	}
+	return a.Generate(withRun(ctx, r), nil, state)
+}
+
+// resumeState resumes r and redoes the calls its pause waited for, in a
+// span of its own (the run_resumed event, an execute_tool span per call
+// redone), and returns the state the agent goes on from.
+func resumeState(ctx context.Context, r *Run, a *agent.Agent) (_ *agent.State, err error) {
+	ctx, span := r.startResume(ctx)
+	defer func() { telemetry.EndError(span, err) }()
 	snap, err := r.Resume(ctx)
 	if err != nil {
 		return nil, err
@@ -507,7 +523,7 @@ func ResumeAgent(ctx context.Context, g *Governor, a *agent.Agent, requestID str
 	if err != nil {
 		return nil, r.failWith(ctx, err, InternalError)
 	}
-	return a.Generate(withRun(ctx, r), nil, state)
+	return state, nil
 }
 
 // redoPaused re-invokes the calls of the state's last tool round that had
@@ -555,12 +571,14 @@ func redoPaused(ctx context.Context, r *Run, a *agent.Agent, state *agent.State)
 			patched.Results = replaceResult(patched.Results, res)
 			continue
 		}
-		inv, err := r.Invoke(ctx, spec, Call{ID: call.ToolCallID, Args: call.Arguments}, func(ctx context.Context) (any, error) {
+		cctx, span := r.startRedo(ctx, t, call.ToolCallID)
+		inv, err := r.Invoke(cctx, spec, Call{ID: call.ToolCallID, Args: call.Arguments}, func(ctx context.Context) (any, error) {
 			if run == nil {
 				return nil, fmt.Errorf("tool %s has no Run", spec.Name)
 			}
 			return run(ctx, call.Arguments)
 		})
+		telemetry.EndError(span, err)
 		if err != nil {
 			if errors.Is(err, ApprovalRequired) {
 				return nil, err

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentry-dev/agentry/internal/domainmetrics"
 	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/internal/recordkind"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
 // defaultMaxRepairs is the repair budget of a run whose task class and
@@ -95,6 +97,11 @@ type Options struct {
 	// outcome (agentry.runs, agentry.tool_calls); nil is the global
 	// provider.
 	MeterProvider metric.MeterProvider
+	// TracerProvider makes the spans the governor starts itself: the
+	// resume of a paused run (ResumeAgent) and the approved calls it
+	// redoes. The spans of a run otherwise belong to its agent. Nil is
+	// the global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Governor owns governed runs. It is safe for concurrent use.
@@ -107,6 +114,7 @@ type Governor struct {
 	verifiers map[string]Verifier
 	log       *slog.Logger
 	domain    *domainmetrics.Metrics
+	tracer    trace.Tracer
 
 	leases    leaser      // nil without leases
 	recovered atomic.Bool // Recover ran once: later ones reap expired leases only
@@ -126,7 +134,7 @@ func New(ctx context.Context, options *Options) (*Governor, error) {
 	if options != nil {
 		opts = *options
 	}
-	g := &Governor{opts: opts, domain: domainmetrics.Of(opts.MeterProvider), j: opts.Journal, policy: opts.Policy, keyring: opts.Keyring,
+	g := &Governor{opts: opts, domain: domainmetrics.Of(opts.MeterProvider), tracer: telemetry.Tracer(opts.TracerProvider), j: opts.Journal, policy: opts.Policy, keyring: opts.Keyring,
 		classes: map[string]*TaskClass{}, verifiers: map[string]Verifier{}, log: opts.Logger, live: map[string]*Run{}}
 	if g.j == nil {
 		g.j = NewMemoryJournal()
@@ -314,6 +322,7 @@ func (g *Governor) Start(ctx context.Context, runOpts *RunOptions) (*Run, error)
 			return nil, err
 		}
 	}
+	r.span.Store(trace.SpanFromContext(ctx))
 	rec := r.record(recordkind.RunStarted)
 	rec.To, rec.Outcome = Intake, Pending
 	// Synced: a run is acknowledged (its request ID handed out) once
@@ -325,6 +334,7 @@ func (g *Governor) Start(ctx context.Context, runOpts *RunOptions) (*Run, error)
 		}
 		return nil, err
 	}
+	r.startSpan = rec.SpanID
 	if r.parent != nil {
 		r.parent.addChild(r)
 	}

@@ -19,7 +19,7 @@ func (g *Governor) rebuild(recs []Record) (*Run, error) {
 	}
 	class := g.classes[st.TaskClass] // nil when the class is gone: the run can be failed, not verified
 	r := g.newRun(first.RequestID, first.TraceID, first.ParentTraceID, st.Identity, class, st.MaxRepairs)
-	r.className, r.resumer = st.TaskClass, st.Resumer
+	r.className, r.resumer, r.startSpan = st.TaskClass, st.Resumer, first.SpanID
 	for _, rec := range recs[1:] {
 		if err := r.apply(rec); err != nil {
 			return nil, fmt.Errorf("govern: run %s: record %d (%s): %w", r.requestID, rec.Seq, rec.Kind, err)

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/ids"
@@ -29,7 +30,9 @@ type Run struct {
 	maxRepairs    int
 	parent        *Run
 	resumer       string
-	actor         Actor // who the run's own records are attributed to; zero: the agent
+	startSpan     string       // the span its run_started record was written in (Record.SpanID)
+	span          atomic.Value // trace.Span: the run's own (invoke_agent) span, for its phase events
+	actor         Actor        // who the run's own records are attributed to; zero: the agent
 
 	mu        sync.Mutex
 	idle      *sync.Cond // broadcast when inflight drops or the run closes
@@ -148,7 +151,7 @@ func (r *Run) appendData(ctx context.Context, sync bool, rec *Record, data any, 
 		}
 		rec.Data = b
 	}
-	traceRecord(ctx, rec, data)
+	traceRecord(ctx, rec, data, r.runSpan())
 	if err := r.g.j.Append(context.WithoutCancel(ctx), sync, append(before, rec)...); err != nil {
 		if errors.Is(err, ErrDuplicate) {
 			return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/agentry-dev/agentry/internal/telemetry"
+	"github.com/agentry-dev/agentry/llm"
 )
 
 // A governed run joins the OpenTelemetry trace it runs in: a run started
@@ -88,10 +89,21 @@ func traceCall(ctx context.Context, requestID string, tier Tier) {
 	}
 }
 
+// runSpan is the span the run's phase events go to: its invoke_agent
+// span (the span it was started, or resumed, in), or nil.
+func (r *Run) runSpan() trace.Span {
+	s, _ := r.span.Load().(trace.Span)
+	return s
+}
+
 // traceRecord links rec to ctx's span (see above), before it is
-// journaled.
-func traceRecord(ctx context.Context, rec *Record, data any) {
+// journaled. A phase transition goes to the run's own span (runSpan)
+// while it records, also when a tool call's span is ctx's.
+func traceRecord(ctx context.Context, rec *Record, data any, runSpan trace.Span) {
 	span := trace.SpanFromContext(ctx)
+	if rec.Kind == recordkind.Transition && runSpan != nil && runSpan.IsRecording() {
+		span = runSpan
+	}
 	if !span.IsRecording() {
 		return
 	}
@@ -170,9 +182,10 @@ func init() {
 
 // resumeTrace returns ctx in the run's trace when it is in no trace: a
 // run resumed after its approvals (by the decision, or in another
-// process) continues the trace it started in, under a remote parent
-// standing for the paused part.
-func resumeTrace(ctx context.Context, traceID string) context.Context {
+// process) continues the trace it started in, under the span its start
+// was journaled in (its first invoke_agent span), or, when that is not
+// known, under a remote parent standing for the paused part.
+func resumeTrace(ctx context.Context, traceID, spanID string) context.Context {
 	if trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx
 	}
@@ -180,10 +193,34 @@ func resumeTrace(ctx context.Context, traceID string) context.Context {
 	if err != nil {
 		return ctx
 	}
-	var sid trace.SpanID
-	for sid == (trace.SpanID{}) {
-		rand.Read(sid[:])
+	sid, err := trace.SpanIDFromHex(spanID)
+	for err != nil || sid == (trace.SpanID{}) {
+		_, err = rand.Read(sid[:])
 	}
 	return trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true}))
+}
+
+// startResume starts the span of a paused run's resume — its
+// run_resumed event and the approved calls redone — under resumeTrace.
+func (r *Run) startResume(ctx context.Context) (context.Context, trace.Span) {
+	ctx, span := r.g.tracer.Start(resumeTrace(ctx, r.traceID, r.startSpan), "uaicp.resume", trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.UAICPRequestID.String(r.requestID))
+	}
+	return ctx, span
+}
+
+// startRedo starts the execute_tool span of an approved call redone at a
+// resume.
+func (r *Run) startRedo(ctx context.Context, t llm.Tool, callID string) (context.Context, trace.Span) {
+	ctx, span := r.g.tracer.Start(ctx, "execute_tool "+t.Name, trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.GenAIOperationName.String(telemetry.OpExecuteTool), telemetry.GenAIToolName.String(t.Name),
+			telemetry.GenAIToolCallID.String(callID), telemetry.GenAIToolType.String("function"))
+		if t.Description != "" {
+			span.SetAttributes(telemetry.GenAIToolDescription.String(t.Description))
+		}
+	}
+	return ctx, span
 }

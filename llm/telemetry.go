@@ -149,7 +149,12 @@ func endTool(span trace.Span, x ToolExecution) {
 					typ = t
 				}
 			}
-			telemetry.SetError(span, typ, x.Err)
+			if typ == telemetry.Paused {
+				// Held for an approval: not a failure (see EndError).
+				span.SetAttributes(telemetry.UAICPPhase.String("paused"))
+			} else {
+				telemetry.SetError(span, typ, x.Err)
+			}
 		}
 	}
 	span.End()

@@ -224,6 +224,9 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	if gopts.MeterProvider == nil {
 		gopts.MeterProvider = s.cfg.MeterProvider
 	}
+	if gopts.TracerProvider == nil {
+		gopts.TracerProvider = s.cfg.TracerProvider
+	}
 	userDecision := gopts.OnDecision
 	var svc *runs.Service
 	gopts.OnDecision = func(req govern.ApprovalRequest) {

@@ -198,6 +198,13 @@ func ProviderName(provider string) string {
 	return provider
 }
 
+// The attributes of an exception event (OpenTelemetry semantic
+// conventions, exceptions).
+const (
+	exceptionType    = attribute.Key("exception.type")
+	exceptionMessage = attribute.Key("exception.message")
+)
+
 // Paused is the error.type of a governed run or call that waits for an
 // approval (UAICP's APPROVAL_REQUIRED): not a failure, so EndError marks
 // no error for it.
@@ -218,7 +225,9 @@ func EndError(span trace.Span, err error) {
 }
 
 // SetError marks span failed by err: status Error, error.type typ (or
-// "_OTHER" when typ is empty), and err recorded as an exception event.
+// "_OTHER" when typ is empty), and err recorded as an exception event
+// whose exception.type is typ too — not the Go type of err, which means
+// nothing to a tracing backend.
 func SetError(span trace.Span, typ string, err error) {
 	if !span.IsRecording() {
 		return
@@ -229,7 +238,7 @@ func SetError(span trace.Span, typ string, err error) {
 	span.SetAttributes(ErrorType.String(typ))
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
-		span.RecordError(err)
+		span.AddEvent("exception", trace.WithAttributes(exceptionType.String(typ), exceptionMessage.String(err.Error())))
 	} else {
 		span.SetStatus(codes.Error, typ)
 	}
