@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentry-dev/agentry/internal/otelsetup"
+	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
 // telemetryFlushTimeout bounds the flush of OpenTelemetry data when a
@@ -93,7 +95,22 @@ Run a prompt on any provider (offline demo model by default):
 		}
 	}()
 
+	// A command that talks to a server is one span — "agentry approve"
+	// — so that its requests carry a traceparent and the server's spans
+	// join its trace. serve has spans of its own.
+	var cmdSpan trace.Span
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		if cmd.Name() == "serve" {
+			return
+		}
+		var sctx context.Context
+		sctx, cmdSpan = telemetry.Tracer(nil).Start(cmd.Context(), cmd.CommandPath(), trace.WithSpanKind(trace.SpanKindClient))
+		cmd.SetContext(sctx)
+	}
 	err = root.ExecuteContext(ctx)
+	if cmdSpan != nil {
+		telemetry.EndError(cmdSpan, err)
+	}
 	if err == nil {
 		return 0
 	}
