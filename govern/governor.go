@@ -121,6 +121,11 @@ type Governor struct {
 
 	mu   sync.Mutex
 	live map[string]*Run // runs of this process by request ID
+	// ended are the last runs that ended in this process, by request ID
+	// (endedOrder: oldest first; at most maxEnded): a terminal run does
+	// not change, so Attach answers them without reading the journal.
+	ended      map[string]*Run
+	endedOrder []string
 	idle chan struct{}   // the lease heartbeat runs until it is closed: no run is live
 
 	idx index
@@ -135,7 +140,7 @@ func New(ctx context.Context, options *Options) (*Governor, error) {
 		opts = *options
 	}
 	g := &Governor{opts: opts, domain: domainmetrics.Of(opts.MeterProvider), tracer: telemetry.Tracer(opts.TracerProvider), j: opts.Journal, policy: opts.Policy, keyring: opts.Keyring,
-		classes: map[string]*TaskClass{}, verifiers: map[string]Verifier{}, log: opts.Logger, live: map[string]*Run{}}
+		classes: map[string]*TaskClass{}, verifiers: map[string]Verifier{}, log: opts.Logger, live: map[string]*Run{}, ended: map[string]*Run{}}
 	if g.j == nil {
 		g.j = NewMemoryJournal()
 	}
@@ -353,9 +358,13 @@ func (g *Governor) newRun(requestID, traceID, parentTraceID string, id Identity,
 }
 
 func (g *Governor) forget(r *Run) {
+	ended := r.Phase().Terminal()
 	g.mu.Lock()
 	if g.live[r.requestID] == r {
 		delete(g.live, r.requestID)
+		if ended {
+			g.endedLocked(r)
+		}
 	}
 	if len(g.live) == 0 && g.idle != nil {
 		close(g.idle) // the heartbeat stops
@@ -364,8 +373,25 @@ func (g *Governor) forget(r *Run) {
 	g.mu.Unlock()
 }
 
+// maxEnded bounds the ended runs a governor keeps (Governor.ended).
+const maxEnded = 1024
+
+// endedLocked keeps r, which ended here, for Attach.
+func (g *Governor) endedLocked(r *Run) {
+	if _, ok := g.ended[r.requestID]; ok {
+		return
+	}
+	if len(g.endedOrder) == maxEnded {
+		delete(g.ended, g.endedOrder[0])
+		g.endedOrder = g.endedOrder[1:]
+	}
+	g.ended[r.requestID] = r
+	g.endedOrder = append(g.endedOrder, r.requestID)
+}
+
 // Attach returns the run with requestID: the live one of this process
-// (executing here), or one rebuilt from the journal as it is now — a
+// (executing here, or one of the last maxEnded that ended here), or one
+// rebuilt from the journal as it is now — a
 // paused run to resume after a restart, or a run another process moves
 // on. A rebuilt run is not kept: each Attach reads the journal again,
 // and Resume makes the run live here. A terminal run is returned too; its
@@ -373,6 +399,9 @@ func (g *Governor) forget(r *Run) {
 func (g *Governor) Attach(ctx context.Context, requestID string) (*Run, error) {
 	g.mu.Lock()
 	r, ok := g.live[requestID]
+	if !ok {
+		r, ok = g.ended[requestID]
+	}
 	g.mu.Unlock()
 	if ok {
 		return r, nil

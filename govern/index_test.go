@@ -6,6 +6,7 @@ import (
 	"iter"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/agentry-dev/agentry/govern"
@@ -103,5 +104,52 @@ func TestIndexReadsOnlyWhatItIndexes(t *testing.T) {
 	}
 	if j.yielded[recordkind.ApprovalRequested] == 0 || j.yielded[recordkind.RunStarted] == 0 {
 		t.Errorf("the index read %v: not the start and the approval request", j.yielded)
+	}
+}
+
+// countingJournal counts the reads of a run's records.
+type countingJournal struct {
+	govern.Journal
+	reads atomic.Int32
+}
+
+func (c *countingJournal) Records(ctx context.Context, from uint64) iter.Seq2[govern.Record, error] {
+	c.reads.Add(1)
+	return c.Journal.Records(ctx, from)
+}
+
+// TestAttachEndedRunFromMemory: a run that ended in this process is
+// attached without reading the journal (a terminal run does not change);
+// a governor that did not run it reads it.
+func TestAttachEndedRunFromMemory(t *testing.T) {
+	j := &countingJournal{Journal: govern.NewMemoryJournal()}
+	opts := baseOpts(t, nil)
+	opts.Journal = j
+	g := newGov(t, opts)
+	r, err := g.Start(context.Background(), &govern.RunOptions{Identity: testIdentity()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Invoke(context.Background(), readOnly("lookup"), govern.Call{ID: "c1"}, (&tool{}).fn); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := r.Verify(context.Background(), "done"); err != nil || !v.Passed {
+		t.Fatalf("Verify: %v, %v", v, err)
+	}
+	if _, err := r.Deliver(context.Background(), "done"); err != nil {
+		t.Fatal(err)
+	}
+	before := j.reads.Load()
+	a, err := g.Attach(context.Background(), r.RequestID())
+	if err != nil || a.Phase() != govern.Deliver {
+		t.Fatalf("Attach = %v, %v; want the delivered run", a, err)
+	}
+	if n := j.reads.Load() - before; n != 0 {
+		t.Errorf("attaching a run that ended here read the journal %d times", n)
+	}
+	other := newGov(t, opts)
+	b, err := other.Attach(context.Background(), r.RequestID())
+	if err != nil || b.Phase() != govern.Deliver || j.reads.Load() == before {
+		t.Errorf("another governor: Attach = %v, %v after %d reads; want the delivered run, read from the journal", b, err, j.reads.Load()-before)
 	}
 }

@@ -160,6 +160,11 @@ type Service struct {
 	running    map[string]*execution // runs executing in this process
 	cancelling map[string]int        // paused runs a Cancel is closing: not to be resumed
 	hubs       map[string]*hub       // event streams by request ID
+	// outputs are the answers of the last runs delivered here (outputOrder:
+	// oldest first, at most maxOutputs): Get reads them instead of the
+	// result store. A delivered run's answer does not change.
+	outputs     map[string]string
+	outputOrder []string
 	changed    chan struct{}         // closed when something may have changed (Wait)
 	wg         sync.WaitGroup
 
@@ -237,7 +242,7 @@ func New(ctx context.Context, opts *Options) (*Service, error) {
 	}
 	base, stop := context.WithCancel(ctx)
 	s := &Service{g: o.Governor, results: o.Results, log: o.Logger, opts: o, base: base, stop: stop,
-		running: map[string]*execution{}, cancelling: map[string]int{}, hubs: map[string]*hub{}, changed: make(chan struct{})}
+		running: map[string]*execution{}, cancelling: map[string]int{}, hubs: map[string]*hub{}, outputs: map[string]string{}, changed: make(chan struct{})}
 	s.catalog.Store(cat)
 	s.idx.init()
 	if o.Reap > 0 {
@@ -515,6 +520,8 @@ func (s *Service) finish(id, name string, res *agent.Result, err error) {
 	case err == nil:
 		if serr := s.results.Save(context.WithoutCancel(s.base), id, res.State); serr != nil {
 			s.log.Error("runs: saving a delivered run's result", "request_id", id, "error", serr)
+		} else {
+			s.keepOutput(id, finalText(res.State))
 		}
 		s.log.Info("run delivered", "request_id", id, "agent", name)
 	case errors.Is(err, govern.ApprovalRequired):
@@ -635,8 +642,33 @@ func (s *Service) Get(ctx context.Context, requestID string) (*Run, error) {
 	return out, nil
 }
 
-// output returns the answer of a delivered run, from the result store.
+// maxOutputs bounds the answers a Service keeps (Service.outputs).
+const maxOutputs = 1024
+
+// keepOutput keeps the answer of run id, delivered here and saved.
+func (s *Service) keepOutput(id, text string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.outputs[id]; ok {
+		return
+	}
+	if len(s.outputOrder) == maxOutputs {
+		delete(s.outputs, s.outputOrder[0])
+		s.outputOrder = s.outputOrder[1:]
+	}
+	s.outputs[id] = text
+	s.outputOrder = append(s.outputOrder, id)
+}
+
+// output returns the answer of a delivered run: kept, when it was
+// delivered here lately, or from the result store.
 func (s *Service) output(ctx context.Context, requestID string) string {
+	s.mu.Lock()
+	text, ok := s.outputs[requestID]
+	s.mu.Unlock()
+	if ok {
+		return text
+	}
 	st, err := s.results.Load(ctx, requestID)
 	if err != nil {
 		return ""

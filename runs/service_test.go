@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -337,5 +338,43 @@ func TestStart_Errors(t *testing.T) {
 	}
 	if _, err := runs.New(ctx, nil); !errors.Is(err, runs.InvalidParams) {
 		t.Errorf("New without a governor: %v", err)
+	}
+}
+
+// countingResults counts the loads of a result store.
+type countingResults struct {
+	agent.CheckpointStore
+	loads atomic.Int32
+}
+
+func (c *countingResults) Load(ctx context.Context, id string) (*agent.State, error) {
+	c.loads.Add(1)
+	return c.CheckpointStore.Load(ctx, id)
+}
+
+// TestGet_DeliveredHereFromMemory: the answer of a run delivered in this
+// process is reported without loading it from the result store; a
+// service that did not run it loads it.
+func TestGet_DeliveredHereFromMemory(t *testing.T) {
+	ctx := ctxT(t)
+	b := newBench(t, scripted.NewT(t, scripted.Step{Text: "done: 42"}), runs.Options{})
+	counting := &countingResults{CheckpointStore: b.results}
+	b.results = counting
+	b.start(t) // a service over the counting store
+	run, err := b.svc.Start(ctx, &runs.StartParams{Agent: "clerk", Input: "answer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.svc.Wait(ctx, run.RequestID)
+	if err != nil || got.Status != runs.Delivered || got.Output != "done: 42" {
+		t.Fatalf("Wait = %+v, %v; want delivered with its answer", got, err)
+	}
+	if n := counting.loads.Load(); n != 0 {
+		t.Errorf("the answer of a run delivered here was loaded %d times", n)
+	}
+	b.start(t) // another process
+	got, err = b.svc.Get(ctx, run.RequestID)
+	if err != nil || got.Output != "done: 42" || counting.loads.Load() == 0 {
+		t.Errorf("another service: Get = %+v, %v after %d loads; want the answer, loaded", got, err, counting.loads.Load())
 	}
 }
