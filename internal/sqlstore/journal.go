@@ -710,20 +710,13 @@ func (j *sqlJournal) page(ctx context.Context, from int64) ([]journalRow, error)
 }
 
 func (j *sqlJournal) query(ctx context.Context, q string, args ...any) ([]journalRow, error) {
-	rows, err := j.s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: journal: %w", err)
-	}
-	defer rows.Close()
 	var out []journalRow
-	for rows.Next() {
+	if err := j.s.scanRows(ctx, q, args, func(scan func(dest ...any) error) error {
 		var r journalRow
-		if err := rows.Scan(&r.seq, &r.record); err != nil {
-			return nil, fmt.Errorf("sqlstore: journal: %w", err)
-		}
+		err := scan(&r.seq, &r.record)
 		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
+		return err
+	}); err != nil {
 		return nil, fmt.Errorf("sqlstore: journal: %w", err)
 	}
 	return out, nil

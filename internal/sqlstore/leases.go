@@ -42,13 +42,13 @@ func (j *sqlJournal) Claim(ctx context.Context, key, owner string, ttl time.Dura
 		// One statement: the lease is created at epoch 1, or taken over
 		// when it is released, expired, or the owner's own.
 		var epoch int64
-		err := s.db.QueryRowContext(ctx, `
+		err := s.queryRow(ctx, `
 INSERT INTO governance_leases (lease_key, owner, epoch, state, expires_at) VALUES ($1, $2, 1, 'running', `+s.nowMS()+` + $3)
 ON CONFLICT (lease_key) DO UPDATE SET owner = excluded.owner, epoch = governance_leases.epoch + 1, state = 'running',
 	expires_at = excluded.expires_at, decided = NULL
 WHERE governance_leases.state <> 'ended' AND (governance_leases.state = 'released' OR governance_leases.owner = excluded.owner
 	OR governance_leases.expires_at < `+s.nowMS()+`)
-RETURNING epoch`, key, owner, ttlMS(ttl)).Scan(&epoch)
+RETURNING epoch`, []any{key, owner, ttlMS(ttl)}, &epoch)
 		if err == nil {
 			return uint64(epoch), nil
 		}
@@ -56,7 +56,7 @@ RETURNING epoch`, key, owner, ttlMS(ttl)).Scan(&epoch)
 			return 0, fmt.Errorf("sqlstore: claim lease %s: %w", key, err)
 		}
 		var state, holder string
-		err = s.db.QueryRowContext(ctx, `SELECT state, owner FROM governance_leases WHERE lease_key = $1`, key).Scan(&state, &holder)
+		err = s.queryRow(ctx, `SELECT state, owner FROM governance_leases WHERE lease_key = $1`, []any{key}, &state, &holder)
 		switch {
 		case err == nil && state == leaseEnded:
 			return 0, govern.ErrRunClosed

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -220,4 +221,55 @@ func (j *sqlJournal) applyPipelined(ctx context.Context, batch []*journalAppend,
 		return err
 	})
 	return inStatement, err
+}
+
+// scanRows runs the query q and calls each with every row's Scan. On
+// PostgreSQL it goes through pgx, which watches ctx with
+// context.AfterFunc: database/sql starts a goroutine for every query whose
+// context can end (Rows.awaitDone) — two per governed run, each a wake-up
+// of an idle processor in a server that is not busy.
+func (s *Store) scanRows(ctx context.Context, q string, args []any, each func(scan func(dest ...any) error) error) error {
+	if s.dialect != postgres {
+		rows, err := s.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := each(rows.Scan); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+	return s.withPgx(ctx, func(pc *pgx.Conn) error {
+		rows, err := pc.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := each(rows.Scan); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// queryRow is scanRows of a query of one row into dest; sql.ErrNoRows
+// when it has none.
+func (s *Store) queryRow(ctx context.Context, q string, args []any, dest ...any) error {
+	found := false
+	err := s.scanRows(ctx, q, args, func(scan func(dest ...any) error) error {
+		if found {
+			return nil
+		}
+		found = true
+		return scan(dest...)
+	})
+	if err == nil && !found {
+		return sql.ErrNoRows
+	}
+	return err
 }
