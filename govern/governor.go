@@ -126,7 +126,7 @@ type Governor struct {
 	// not change, so Attach answers them without reading the journal.
 	ended      map[string]*Run
 	endedOrder []string
-	idle chan struct{}   // the lease heartbeat runs until it is closed: no run is live
+	idle       chan struct{} // the lease heartbeat runs until it is closed: no run is live
 
 	idx index
 }

@@ -165,8 +165,8 @@ type Service struct {
 	// result store. A delivered run's answer does not change.
 	outputs     map[string]string
 	outputOrder []string
-	changed    chan struct{}         // closed when something may have changed (Wait)
-	wg         sync.WaitGroup
+	changed     chan struct{} // closed when something may have changed (Wait)
+	wg          sync.WaitGroup
 
 	idx runIndex
 }
