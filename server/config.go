@@ -40,14 +40,16 @@ type Config struct {
 	Store *store.Store
 
 	// Workflows are served over UAIP (POST /initialize, POST /execute,
-	// GET /api/workflows[/{name}], GET|DELETE /api/sessions/{id}) and
-	// each as a UIAP app (/uiap/ws?workflow=NAME and /uiap/sessions;
-	// without workflows, UIAP is not served). Names must be distinct.
+	// GET /api/workflows[/{name}], GET|DELETE /api/sessions/{id}), each
+	// as a UIAP app (/uiap/ws?workflow=NAME and /uiap/sessions;
+	// without workflows, UIAP is not served) and each to MCP hosts at
+	// /mcp/workflows/{name} (an MCP session is a UAIP session; see
+	// docs/mcp.md). Names must be distinct.
 	Workflows []*workflow.Workflow
 	// Agents are run under governance by name: POST /v1/runs, GET
 	// /v1/runs[/{id}], POST /v1/runs/{id}/cancel, GET
-	// /v1/runs/{id}/events, GET /v1/agents; the approvals they wait for
-	// at /v1/approvals.
+	// /v1/runs/{id}/events, GET /v1/agents, and to MCP hosts as the
+	// tools of /mcp/agents; the approvals they wait for at /v1/approvals.
 	Agents []Agent
 	// Governance configures the governor every agent runs under (UAICP
 	// 0.3): policy, approver keys, task classes, verifiers, rollbacks.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentry-dev/agentry/agent"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentry-dev/agentry/govern/approvalapi"
 	"github.com/agentry-dev/agentry/govern/audit"
 	"github.com/agentry-dev/agentry/internal/domainmetrics"
+	"github.com/agentry-dev/agentry/internal/mcpserve"
 	"github.com/agentry-dev/agentry/internal/streamlog"
 	"github.com/agentry-dev/agentry/internal/telemetry"
 	"github.com/agentry-dev/agentry/runs"
@@ -40,6 +42,8 @@ type Server struct {
 	gov    *govern.Governor
 	runs   *runs.Service
 	uamp   *uampService // nil without Config.UAMP
+
+	mcpAgents atomic.Pointer[[]mcpserve.Agent] // what /mcp/agents lists
 
 	bg     context.Context // background work: the session sweep, audit exports
 	stopBG context.CancelFunc
@@ -114,6 +118,7 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 		if err := s.mountUIAP(); err != nil {
 			return nil, err
 		}
+		s.mountMCPWorkflows()
 	}
 	if c.WebDemo {
 		s.mountWeb()
@@ -307,6 +312,8 @@ func (s *Server) startGovernance(ctx context.Context) error {
 	s.core.handle("/v1/runs/", runsHTTP)
 	s.core.handle("/v1/agents", runsHTTP)
 	s.core.handle("/v1/agents/", runsHTTP)
+	s.setMCPAgents(s.cfg.Agents)
+	s.mountMCPAgents()
 	return nil
 }
 
@@ -563,6 +570,7 @@ func (s *Server) SetAgents(agents []Agent) error {
 	if err := s.runs.SetAgents(cat); err != nil {
 		return err // not after buildAgents: its agents are all named and built
 	}
+	s.setMCPAgents(agents)
 	s.log.Info("agents replaced", "agents", len(agents))
 	return nil
 }

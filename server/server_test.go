@@ -94,6 +94,8 @@ func TestServer_TokenGuardsEveryEndpoint(t *testing.T) {
 		{"POST", "/uiap/sessions", `{}`},
 		{"GET", "/uiap/ws", ""},
 		{"GET", "/metrics", ""},
+		{"POST", "/mcp/workflows/store", `{}`},
+		{"POST", "/mcp/agents", `{}`},
 	} {
 		if code, _ := do(t, h, tc.method, tc.path, "", tc.body); code != http.StatusUnauthorized {
 			t.Errorf("%s %s without the token: %d, want 401", tc.method, tc.path, code)

@@ -78,7 +78,7 @@ Run a prompt on any provider (offline demo model by default):
 	root.SetIn(e.stdin)
 	root.SetOut(e.stdout)
 	root.SetErr(e.stderr)
-	root.AddCommand(versionCmd(e), llmCmd(e), runCmd(e), serveCmd(e), agentsCmd(e), uaipCmd(e), conformanceCmd(e), keysCmd(e), approvalsCmd(e), approveCmd(e), auditCmd(e), uampCmd(e), uiapCmd(e))
+	root.AddCommand(versionCmd(e), llmCmd(e), runCmd(e), serveCmd(e), agentsCmd(e), uaipCmd(e), conformanceCmd(e), keysCmd(e), approvalsCmd(e), approveCmd(e), auditCmd(e), uampCmd(e), uiapCmd(e), mcpCmd(e))
 
 	// OpenTelemetry, as the OTEL_* environment asks (off by default);
 	// its buffers are flushed when the command ends.

@@ -27,7 +27,7 @@ type layerRule struct {
 // bridges are the packages that join a protocol core to the runtime. They
 // live under the protocol's directory and are the only packages there
 // that may import agent, govern or llm.
-var bridges = []string{"workflow/uaipagent", "uicontrol/uiapagent", "messaging/uampagent", "internal/mcptools"}
+var bridges = []string{"workflow/uaipagent", "uicontrol/uiapagent", "messaging/uampagent", "internal/mcptools", "internal/mcpserve"}
 
 var (
 	runtimeLayer     = []string{"llm", "agent", "govern", "runs"}
