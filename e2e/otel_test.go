@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -93,10 +94,23 @@ func newOTLPReceiver(t *testing.T) *otlpReceiver {
 	return rc
 }
 
+// snapshot copies what the receiver received so far: spans and metrics
+// may still arrive (the receiver writes them while the test reads).
 func (rc *otlpReceiver) snapshot() (spans []*tracepb.Span, metrics map[string][]*metricspb.Metric, requests int) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return append([]*tracepb.Span(nil), rc.spans...), rc.metrics, rc.requests
+	metrics = make(map[string][]*metricspb.Metric, len(rc.metrics))
+	for k, v := range rc.metrics {
+		metrics[k] = slices.Clone(v)
+	}
+	return slices.Clone(rc.spans), metrics, rc.requests
+}
+
+// serviceName is the service.name of the last resource received.
+func (rc *otlpReceiver) serviceName() string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return rc.service
 }
 
 func attrString(kvs []*commonpb.KeyValue, key string) string {
@@ -216,8 +230,8 @@ func TestOTel_GovernedRunTrace(t *testing.T) {
 		}
 		t.Fatalf("spans of trace %s: server %v, invoke_agent %v, %d chat, %d execute_tool; all:\n%s", traceID, server != nil, invoke != nil, len(chats), len(tools), strings.Join(names, "\n"))
 	}
-	if rc.service != "agentry-e2e" {
-		t.Errorf("service.name %q, want OTEL_SERVICE_NAME's", rc.service)
+	if got := rc.serviceName(); got != "agentry-e2e" {
+		t.Errorf("service.name %q, want OTEL_SERVICE_NAME's", got)
 	}
 
 	// The tree: caller → server → invoke_agent → chat, execute_tool.
