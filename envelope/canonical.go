@@ -2,9 +2,10 @@ package envelope
 
 import (
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/agentry-dev/agentry/internal/canonical"
 )
 
 // The direct canonical encoder. RFC 8785 orders members by their names'
@@ -47,21 +48,21 @@ func (e *Envelope) canonicalDirect() (c []byte, ok bool, err error) {
 	b = append(b, `{"body":{`...)
 	if e.Body.Compression != "" {
 		b = append(b, `"compression":`...)
-		b = appendCanonicalString(b, e.Body.Compression)
+		b = canonical.AppendString(b, e.Body.Compression)
 		b = append(b, ',')
 	}
 	b = append(b, `"content":`...)
-	b = appendCanonicalString(b, e.Body.Content)
+	b = canonical.AppendString(b, e.Body.Content)
 	if e.Body.Encoding != "" {
 		b = append(b, `,"encoding":`...)
-		b = appendCanonicalString(b, e.Body.Encoding)
+		b = canonical.AppendString(b, e.Body.Encoding)
 	}
 	b = append(b, `,"type":`...)
-	b = appendCanonicalString(b, e.Body.Type)
+	b = canonical.AppendString(b, e.Body.Type)
 	b = append(b, '}')
 	if e.CapToken != "" {
 		b = append(b, `,"cap_token":`...)
-		b = appendCanonicalString(b, e.CapToken)
+		b = canonical.AppendString(b, e.CapToken)
 	}
 	if e.Context != nil {
 		b = append(b, `,"context":[`...)
@@ -70,9 +71,9 @@ func (e *Envelope) canonicalDirect() (c []byte, ok bool, err error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"hash":`...)
-			b = appendCanonicalString(b, r.Hash)
+			b = canonical.AppendString(b, r.Hash)
 			b = append(b, `,"id":`...)
-			b = appendCanonicalString(b, r.ID)
+			b = canonical.AppendString(b, r.ID)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
@@ -86,18 +87,18 @@ func (e *Envelope) canonicalDirect() (c []byte, ok bool, err error) {
 		b = append(b, ext...)
 	}
 	b = append(b, `,"from":`...)
-	b = appendCanonicalString(b, e.From)
+	b = canonical.AppendString(b, e.From)
 	b = append(b, `,"id":`...)
-	b = appendCanonicalString(b, e.ID)
+	b = canonical.AppendString(b, e.ID)
 	b = append(b, `,"intent":`...)
-	b = appendCanonicalString(b, string(e.Intent))
+	b = canonical.AppendString(b, string(e.Intent))
 	if e.ReplyTo != "" {
 		b = append(b, `,"reply_to":`...)
-		b = appendCanonicalString(b, e.ReplyTo)
+		b = canonical.AppendString(b, e.ReplyTo)
 	}
 	if e.StreamID != "" {
 		b = append(b, `,"stream_id":`...)
-		b = appendCanonicalString(b, e.StreamID)
+		b = canonical.AppendString(b, e.StreamID)
 	}
 	b = append(b, `,"to":`...)
 	if e.To == nil {
@@ -108,61 +109,12 @@ func (e *Envelope) canonicalDirect() (c []byte, ok bool, err error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendCanonicalString(b, to)
+			b = canonical.AppendString(b, to)
 		}
 		b = append(b, ']')
 	}
 	b = append(b, `,"ts":`...)
-	b = appendCanonicalString(b, e.TS)
+	b = canonical.AppendString(b, e.TS)
 	return append(b, '}'), true, nil
 }
 
-// appendCanonicalString appends s as RFC 8785 §3.2.2.2 writes a string:
-// " and \ escaped, the control characters as \b \t \n \f \r or \u00xx
-// (lowercase hex), everything else literal UTF-8. Invalid UTF-8 becomes
-// U+FFFD, as the general path (encoding/json, then jcs) makes it.
-func appendCanonicalString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\r':
-				b = append(b, '\\', 'r')
-			default:
-				const hex = "0123456789abcdef"
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, "\uFFFD"...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}

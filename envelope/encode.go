@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/agentry-dev/agentry/internal/canonical"
 )
 
 // The encoder of the wire types. It writes the fixed members directly,
@@ -17,11 +19,11 @@ import (
 // withSig.
 func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
 	b = append(b, `{"id":`...)
-	b = appendCanonicalString(b, e.ID)
+	b = canonical.AppendString(b, e.ID)
 	b = append(b, `,"ts":`...)
-	b = appendCanonicalString(b, e.TS)
+	b = canonical.AppendString(b, e.TS)
 	b = append(b, `,"from":`...)
-	b = appendCanonicalString(b, e.From)
+	b = canonical.AppendString(b, e.From)
 	b = append(b, `,"to":`...)
 	if e.To == nil {
 		b = append(b, "null"...)
@@ -31,15 +33,15 @@ func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendCanonicalString(b, to)
+			b = canonical.AppendString(b, to)
 		}
 		b = append(b, ']')
 	}
 	b = append(b, `,"intent":`...)
-	b = appendCanonicalString(b, string(e.Intent))
+	b = canonical.AppendString(b, string(e.Intent))
 	if e.ReplyTo != "" {
 		b = append(b, `,"reply_to":`...)
-		b = appendCanonicalString(b, e.ReplyTo)
+		b = canonical.AppendString(b, e.ReplyTo)
 	}
 	if e.Context != nil {
 		b = append(b, `,"context":[`...)
@@ -56,7 +58,7 @@ func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
 	}
 	if e.StreamID != "" {
 		b = append(b, `,"stream_id":`...)
-		b = appendCanonicalString(b, e.StreamID)
+		b = canonical.AppendString(b, e.StreamID)
 	}
 	if e.DeltaWindow != 0 {
 		if e.DeltaWindow > maxSafeInteger || e.DeltaWindow < 0 {
@@ -72,11 +74,11 @@ func (e *Envelope) appendJSON(b []byte, withSig bool) ([]byte, error) {
 	}
 	if e.CapToken != "" {
 		b = append(b, `,"cap_token":`...)
-		b = appendCanonicalString(b, e.CapToken)
+		b = canonical.AppendString(b, e.CapToken)
 	}
 	if withSig && e.Sig != "" {
 		b = append(b, `,"sig":`...)
-		b = appendCanonicalString(b, e.Sig)
+		b = canonical.AppendString(b, e.Sig)
 	}
 	if e.Ext != nil {
 		b = append(b, `,"ext":`...)
@@ -95,24 +97,24 @@ func errDeltaWindow(n int) error {
 
 func (r *ContextRef) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"id":`...)
-	b = appendCanonicalString(b, r.ID)
+	b = canonical.AppendString(b, r.ID)
 	b = append(b, `,"hash":`...)
-	b = appendCanonicalString(b, r.Hash)
+	b = canonical.AppendString(b, r.Hash)
 	return appendExtra(b, r.Extra, "id", "hash")
 }
 
 func (body *Body) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"type":`...)
-	b = appendCanonicalString(b, body.Type)
+	b = canonical.AppendString(b, body.Type)
 	b = append(b, `,"content":`...)
-	b = appendCanonicalString(b, body.Content)
+	b = canonical.AppendString(b, body.Content)
 	if body.Encoding != "" {
 		b = append(b, `,"encoding":`...)
-		b = appendCanonicalString(b, body.Encoding)
+		b = canonical.AppendString(b, body.Encoding)
 	}
 	if body.Compression != "" {
 		b = append(b, `,"compression":`...)
-		b = appendCanonicalString(b, body.Compression)
+		b = canonical.AppendString(b, body.Compression)
 	}
 	return appendExtra(b, body.Extra, "type", "content", "encoding", "compression")
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/agentry-dev/agentry/internal/canonical"
 	"github.com/gowebpki/jcs"
 )
 
@@ -48,9 +49,9 @@ func appendCanonicalRecord(b []byte, r *Record) (_ []byte, ok bool) {
 		return b, false
 	}
 	b = append(b, `{"actor":{"id":`...)
-	b = appendCanonicalString(b, r.Actor.ID)
+	b = canonical.AppendString(b, r.Actor.ID)
 	b = append(b, `,"kind":`...)
-	b = appendCanonicalString(b, r.Actor.Kind)
+	b = canonical.AppendString(b, r.Actor.Kind)
 	b = append(b, '}')
 	b = appendOptional(b, "call_id", r.CallID)
 	if len(r.Data) > 0 {
@@ -63,22 +64,22 @@ func appendCanonicalRecord(b []byte, r *Record) (_ []byte, ok bool) {
 	}
 	b = appendOptional(b, "from", r.From)
 	b = append(b, `,"hash":"","kind":`...)
-	b = appendCanonicalString(b, r.Kind)
+	b = canonical.AppendString(b, r.Kind)
 	b = appendOptional(b, "node", r.Node)
-	b = appendCanonicalString(append(b, `,"outcome":`...), r.Outcome)
+	b = canonical.AppendString(append(b, `,"outcome":`...), r.Outcome)
 	b = appendOptional(b, "parent_trace_id", r.ParentTraceID)
-	b = appendCanonicalString(append(b, `,"prev":`...), r.Prev)
+	b = canonical.AppendString(append(b, `,"prev":`...), r.Prev)
 	if len(r.Reasons) > 0 {
 		b = append(b, `,"reasons":[`...)
 		for i, reason := range r.Reasons {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendCanonicalString(b, reason)
+			b = canonical.AppendString(b, reason)
 		}
 		b = append(b, ']')
 	}
-	b = appendCanonicalString(append(b, `,"request_id":`...), r.RequestID)
+	b = canonical.AppendString(append(b, `,"request_id":`...), r.RequestID)
 	b = strconv.AppendUint(append(b, `,"seq":`...), r.Seq, 10)
 	b = appendOptional(b, "span_id", r.SpanID)
 	b = append(b, `,"timestamp":"`...)
@@ -86,7 +87,7 @@ func appendCanonicalRecord(b []byte, r *Record) (_ []byte, ok bool) {
 	b = append(b, '"')
 	b = appendOptional(b, "to", r.To)
 	b = appendOptional(b, "tool", r.Tool)
-	b = appendCanonicalString(append(b, `,"trace_id":`...), r.TraceID)
+	b = canonical.AppendString(append(b, `,"trace_id":`...), r.TraceID)
 	b = appendOptional(b, "unique", r.Unique)
 	return append(b, '}'), true
 }
@@ -99,7 +100,7 @@ func appendOptional[S ~string](b []byte, key string, v S) []byte {
 	b = append(b, ',', '"')
 	b = append(b, key...)
 	b = append(b, '"', ':')
-	return appendCanonicalString(b, v)
+	return canonical.AppendString(b, v)
 }
 
 // validStrings reports whether every string member of r is valid UTF-8
@@ -117,41 +118,6 @@ func validStrings(r *Record) bool {
 		}
 	}
 	return true
-}
-
-// appendCanonicalString appends s (valid UTF-8) as JCS writes a string:
-// quotes, backslash and the control characters escaped — \b \t \n \f \r
-// short, the others \u00xx — and everything else as it is.
-func appendCanonicalString[S ~string | ~[]byte](b []byte, s S) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\b':
-			b = append(b, '\\', 'b')
-		case '\f':
-			b = append(b, '\\', 'f')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			const hex = "0123456789abcdef"
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // appendCanonicalJSON appends the JCS form of the JSON text data, or
@@ -234,7 +200,7 @@ func (p *canonParser) value(b []byte, depth int) ([]byte, bool) {
 		if !ok {
 			return b, false
 		}
-		return appendCanonicalString(b, s), true
+		return canonical.AppendString(b, s), true
 	case c == '-' || c >= '0' && c <= '9':
 		return p.number(b)
 	default:
@@ -314,7 +280,7 @@ func (p *canonParser) object(b []byte, depth int) ([]byte, bool) {
 			}
 			b = append(b, ',')
 		}
-		b = appendCanonicalString(b, m.key)
+		b = canonical.AppendString(b, m.key)
 		b = append(b, ':')
 		b = append(b, p.tmp[m.start:m.end]...)
 	}
