@@ -117,4 +117,3 @@ func (e *Envelope) canonicalDirect() (c []byte, ok bool, err error) {
 	b = canonical.AppendString(b, e.TS)
 	return append(b, '}'), true, nil
 }
-
