@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentry-dev/agentry/internal/bounded"
 	"github.com/agentry-dev/agentry/internal/domainmetrics"
 	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/internal/recordkind"
@@ -124,9 +125,8 @@ type Governor struct {
 	// ended are the last runs that ended in this process, by request ID
 	// (endedOrder: oldest first; at most maxEnded): a terminal run does
 	// not change, so Attach answers them without reading the journal.
-	ended      map[string]*Run
-	endedOrder []string
-	idle       chan struct{} // the lease heartbeat runs until it is closed: no run is live
+	ended *bounded.Map[string, *Run]
+	idle  chan struct{} // the lease heartbeat runs until it is closed: no run is live
 
 	idx index
 }
@@ -140,7 +140,7 @@ func New(ctx context.Context, options *Options) (*Governor, error) {
 		opts = *options
 	}
 	g := &Governor{opts: opts, domain: domainmetrics.Of(opts.MeterProvider), tracer: telemetry.Tracer(opts.TracerProvider), j: opts.Journal, policy: opts.Policy, keyring: opts.Keyring,
-		classes: map[string]*TaskClass{}, verifiers: map[string]Verifier{}, log: opts.Logger, live: map[string]*Run{}, ended: map[string]*Run{}}
+		classes: map[string]*TaskClass{}, verifiers: map[string]Verifier{}, log: opts.Logger, live: map[string]*Run{}, ended: bounded.New[string, *Run](maxEnded)}
 	if g.j == nil {
 		g.j = NewMemoryJournal()
 	}
@@ -363,7 +363,7 @@ func (g *Governor) forget(r *Run) {
 	if g.live[r.requestID] == r {
 		delete(g.live, r.requestID)
 		if ended {
-			g.endedLocked(r)
+			g.ended.Add(r.requestID, r)
 		}
 	}
 	if len(g.live) == 0 && g.idle != nil {
@@ -376,19 +376,6 @@ func (g *Governor) forget(r *Run) {
 // maxEnded bounds the ended runs a governor keeps (Governor.ended).
 const maxEnded = 1024
 
-// endedLocked keeps r, which ended here, for Attach.
-func (g *Governor) endedLocked(r *Run) {
-	if _, ok := g.ended[r.requestID]; ok {
-		return
-	}
-	if len(g.endedOrder) == maxEnded {
-		delete(g.ended, g.endedOrder[0])
-		g.endedOrder = g.endedOrder[1:]
-	}
-	g.ended[r.requestID] = r
-	g.endedOrder = append(g.endedOrder, r.requestID)
-}
-
 // Attach returns the run with requestID: the live one of this process
 // (executing here, or one of the last maxEnded that ended here), or one
 // rebuilt from the journal as it is now — a
@@ -400,7 +387,7 @@ func (g *Governor) Attach(ctx context.Context, requestID string) (*Run, error) {
 	g.mu.Lock()
 	r, ok := g.live[requestID]
 	if !ok {
-		r, ok = g.ended[requestID]
+		r, ok = g.ended.Get(requestID)
 	}
 	g.mu.Unlock()
 	if ok {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/bounded"
 	"github.com/agentry-dev/agentry/internal/ids"
 	"github.com/agentry-dev/agentry/internal/unavailable"
 	"github.com/agentry-dev/agentry/llm"
@@ -163,10 +164,9 @@ type Service struct {
 	// outputs are the answers of the last runs delivered here (outputOrder:
 	// oldest first, at most maxOutputs): Get reads them instead of the
 	// result store. A delivered run's answer does not change.
-	outputs     map[string]string
-	outputOrder []string
-	changed     chan struct{} // closed when something may have changed (Wait)
-	wg          sync.WaitGroup
+	outputs *bounded.Map[string, string]
+	changed chan struct{} // closed when something may have changed (Wait)
+	wg      sync.WaitGroup
 
 	idx runIndex
 }
@@ -242,7 +242,7 @@ func New(ctx context.Context, opts *Options) (*Service, error) {
 	}
 	base, stop := context.WithCancel(ctx)
 	s := &Service{g: o.Governor, results: o.Results, log: o.Logger, opts: o, base: base, stop: stop,
-		running: map[string]*execution{}, cancelling: map[string]int{}, hubs: map[string]*hub{}, outputs: map[string]string{}, changed: make(chan struct{})}
+		running: map[string]*execution{}, cancelling: map[string]int{}, hubs: map[string]*hub{}, outputs: bounded.New[string, string](maxOutputs), changed: make(chan struct{})}
 	s.catalog.Store(cat)
 	s.idx.init()
 	if o.Reap > 0 {
@@ -649,22 +649,14 @@ const maxOutputs = 1024
 func (s *Service) keepOutput(id, text string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.outputs[id]; ok {
-		return
-	}
-	if len(s.outputOrder) == maxOutputs {
-		delete(s.outputs, s.outputOrder[0])
-		s.outputOrder = s.outputOrder[1:]
-	}
-	s.outputs[id] = text
-	s.outputOrder = append(s.outputOrder, id)
+	s.outputs.Add(id, text)
 }
 
 // output returns the answer of a delivered run: kept, when it was
 // delivered here lately, or from the result store.
 func (s *Service) output(ctx context.Context, requestID string) string {
 	s.mu.Lock()
-	text, ok := s.outputs[requestID]
+	text, ok := s.outputs.Get(requestID)
 	s.mu.Unlock()
 	if ok {
 		return text

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/bounded"
 	"github.com/agentry-dev/agentry/internal/journal"
 	"github.com/agentry-dev/agentry/internal/recordkind"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -86,9 +87,8 @@ type sqlJournal struct {
 	deferred int         // deferred Appends not yet committed
 	flush    *time.Timer // armed while deferred Appends wait and none commits
 	// lost holds the runs (request ID, epoch) whose deferred records
-	// could not be committed, with why; lostOrder their order, for maxLost.
-	lost      map[runEpoch]error
-	lostOrder []runEpoch
+	// could not be committed, with why; at most maxLost.
+	lost *bounded.Map[runEpoch, error]
 }
 
 // runEpoch names a run as one holder of its lease knows it.
@@ -236,7 +236,10 @@ func deferrable(recs []*govern.Record) bool {
 
 // lostLocked fails an Append of a run whose deferred records were lost.
 func (j *sqlJournal) lostLocked(recs []*govern.Record) error {
-	return lostIn(j.lost, recs)
+	if j.lost == nil {
+		return nil
+	}
+	return lostIn(j.lost.Get, recs)
 }
 
 // lostErr is lostLocked, taking j.mu.
@@ -246,13 +249,10 @@ func (j *sqlJournal) lostErr(recs []*govern.Record) error {
 	return j.lostLocked(recs)
 }
 
-// lostIn fails recs when one is of a run in lost.
-func lostIn(lost map[runEpoch]error, recs []*govern.Record) error {
-	if len(lost) == 0 {
-		return nil
-	}
+// lostIn fails recs when one is of a run lost knows.
+func lostIn(lost func(runEpoch) (error, bool), recs []*govern.Record) error {
 	for _, r := range recs {
-		if cause, ok := lost[runEpoch{r.RequestID, r.Epoch}]; ok {
+		if cause, ok := lost(runEpoch{r.RequestID, r.Epoch}); ok {
 			return fmt.Errorf("sqlstore: journal: run %s lost records appended without sync (%v): %w", r.RequestID, cause, govern.ErrLeased)
 		}
 	}
@@ -264,19 +264,10 @@ func (j *sqlJournal) markLost(recs []*govern.Record, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.lost == nil {
-		j.lost = map[runEpoch]error{}
+		j.lost = bounded.New[runEpoch, error](maxLost)
 	}
 	for _, r := range recs {
-		k := runEpoch{r.RequestID, r.Epoch}
-		if _, ok := j.lost[k]; ok {
-			continue
-		}
-		if len(j.lostOrder) == maxLost {
-			delete(j.lost, j.lostOrder[0])
-			j.lostOrder = j.lostOrder[1:]
-		}
-		j.lost[k] = err
-		j.lostOrder = append(j.lostOrder, k)
+		j.lost.Add(runEpoch{r.RequestID, r.Epoch}, err)
 	}
 }
 
@@ -517,7 +508,10 @@ func sealBatch(batch []*journalAppend, out []error, seq int64, hash string, take
 			if err := lost(a.recs); err != nil {
 				return err
 			}
-			return lostIn(failed, a.recs)
+			if failed == nil {
+				return nil
+			}
+			return lostIn(func(k runEpoch) (error, bool) { err, ok := failed[k]; return err, ok }, a.recs)
 		})
 		if out[i] = err; err != nil {
 			if a.isDeferred() {

@@ -235,12 +235,7 @@ func (s *Store) scanRows(ctx context.Context, q string, args []any, each func(sc
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			if err := each(rows.Scan); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
+		return eachRow(rows, each)
 	}
 	return s.withPgx(ctx, func(pc *pgx.Conn) error {
 		rows, err := pc.Query(ctx, q, args...)
@@ -248,13 +243,22 @@ func (s *Store) scanRows(ctx context.Context, q string, args []any, each func(sc
 			return err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			if err := each(rows.Scan); err != nil {
-				return err
-			}
-		}
-		return rows.Err()
+		return eachRow(rows, each)
 	})
+}
+
+// eachRow calls each with every row's Scan: database/sql's rows or pgx's.
+func eachRow(rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}, each func(scan func(dest ...any) error) error) error {
+	for rows.Next() {
+		if err := each(rows.Scan); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // queryRow is scanRows of a query of one row into dest; sql.ErrNoRows
