@@ -10,11 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/internal/telemetry"
 	"github.com/agentry-dev/agentry/internal/turns"
 	"github.com/agentry-dev/agentry/llm"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // metadataKey is where a tool's Declaration lives in llm.Tool.Metadata,

@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/agentry-dev/agentry/agent"
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/memstore"
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/agentry-dev/agentry/runs"
-	"github.com/google/go-cmp/cmp"
 )
 
 // safety bounds a wait in these tests: far beyond the work, never the

@@ -12,11 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/bounded"
 	"github.com/agentry-dev/agentry/internal/journal"
 	"github.com/agentry-dev/agentry/internal/recordkind"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Journal returns a govern.Journal (UAICP-0.3 §5.4) and govern.RunReader
