@@ -162,6 +162,7 @@ func (a *agentsServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 	if err != nil {
 		return a.runError(ctx, err)
 	}
+	id := run.RequestID
 	var done chan struct{}
 	if token := p.GetProgressToken(); token != nil {
 		done = make(chan struct{})
@@ -169,10 +170,10 @@ func (a *agentsServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp
 		defer stop()
 		go func() {
 			defer close(done)
-			a.progress(pctx, req.Session, token, run.RequestID)
+			a.progress(pctx, req.Session, token, id)
 		}()
 	}
-	run, err = a.svc.Wait(ctx, run.RequestID)
+	run, err = a.svc.Wait(ctx, id)
 	if err != nil {
 		return a.runError(ctx, err)
 	}
