@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentry-dev/agentry/internal/peertest"
 )
 
 // browserScript drives headless Chromium (see e2e/browser/demo.mjs).
@@ -46,11 +48,7 @@ func requireBrowser(t *testing.T) (node, chromium string) {
 		missing = append(missing, "chromium (apt-get install chromium)")
 	}
 	if len(missing) > 0 {
-		msg := "the browser test needs " + strings.Join(missing, ", ")
-		if os.Getenv("AGENTRY_REQUIRE_BROWSER") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		peertest.Missing(t, "AGENTRY_REQUIRE_BROWSER", "the browser test needs "+strings.Join(missing, ", "))
 	}
 	return node, chromium
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentry-dev/agentry/internal/peertest"
 )
 
 // inspector is the MCP Inspector's CLI (@modelcontextprotocol/inspector),
@@ -26,10 +28,7 @@ func inspector(t *testing.T) string {
 		err = lerr
 	}
 	if err != nil {
-		if os.Getenv("AGENTRY_REQUIRE_MCP") != "" {
-			t.Fatalf("the MCP Inspector is needed (npm ci --prefix e2e/mcp): %v", err)
-		}
-		t.Skipf("the MCP Inspector is not installed (npm ci --prefix e2e/mcp; set AGENTRY_REQUIRE_MCP to fail instead): %v", err)
+		peertest.Missing(t, "AGENTRY_REQUIRE_MCP", "the MCP Inspector is not installed (npm ci --prefix e2e/mcp): "+err.Error())
 	}
 	return bin
 }

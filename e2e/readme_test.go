@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentry-dev/agentry/internal/peertest"
 )
 
 // TestREADME_Walkthroughs runs the shell blocks of README.md top to bottom,
@@ -33,20 +35,14 @@ import (
 func TestREADME_Walkthroughs(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("AGENTRY_REQUIRE_README") != "" {
-				t.Fatalf("%s is needed to run the README's commands: %v", tool, err)
-			}
-			t.Skipf("%s not found: the README's commands need it (set AGENTRY_REQUIRE_README to fail instead)", tool)
+			peertest.Missing(t, "AGENTRY_REQUIRE_README", tool+" is not found: the README's commands need it")
 		}
 	}
 	// The README's commands use the documented default ports.
 	for _, addr := range []string{"127.0.0.1:8080", "127.0.0.1:8443"} {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			if os.Getenv("AGENTRY_REQUIRE_README") != "" {
-				t.Fatalf("the README's address %s is busy: %v", addr, err)
-			}
-			t.Skipf("the README's address %s is busy (a server of yours?): %v", addr, err)
+			peertest.Missing(t, "AGENTRY_REQUIRE_README", "the README's address "+addr+" is busy (a server of yours?): "+err.Error())
 		}
 		ln.Close()
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/agentry-dev/agentry/internal/peertest"
 )
 
 // interopScript is the independent UAMP implementation (Node.js, the npm
@@ -27,11 +29,7 @@ func requireInterop(t *testing.T) string {
 		}
 	}
 	if err != nil {
-		msg := "the Node.js interop peer is not installed (npm ci --prefix e2e/interop): " + err.Error()
-		if os.Getenv("AGENTRY_REQUIRE_INTEROP") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		peertest.Missing(t, "AGENTRY_REQUIRE_INTEROP", "the Node.js interop peer is not installed (npm ci --prefix e2e/interop): "+err.Error())
 	}
 	return node
 }

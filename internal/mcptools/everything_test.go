@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/mcptools"
+	"github.com/agentry-dev/agentry/internal/peertest"
 )
 
 // everything is the MCP reference server, @modelcontextprotocol/
@@ -26,10 +27,7 @@ func everything(t *testing.T) string {
 		err = lerr
 	}
 	if err != nil {
-		if os.Getenv("AGENTRY_REQUIRE_MCP") != "" {
-			t.Fatalf("the MCP reference server is needed (npm ci --prefix e2e/mcp): %v", err)
-		}
-		t.Skipf("the MCP reference server is not installed (npm ci --prefix e2e/mcp; set AGENTRY_REQUIRE_MCP to fail instead): %v", err)
+		peertest.Missing(t, "AGENTRY_REQUIRE_MCP", "the MCP reference server is not installed (npm ci --prefix e2e/mcp): "+err.Error())
 	}
 	return index
 }
