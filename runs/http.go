@@ -35,6 +35,8 @@ const writeTimeout = 30 * time.Second
 //	GET  /v1/runs/{id}             a run; ?wait=DURATION: once it is settled
 //	POST /v1/runs/{id}/cancel      cancel a run
 //	GET  /v1/runs/{id}/events      its events, as Server-Sent Events
+//	GET  /v1/runs/{id}/audit       its journal records and their chain
+//	                               check (Audit); ?format=jsonl: the records
 //	GET  /v1/agents                the agents it runs: {"agents": [AGENT…]}
 //	GET  /v1/agents/{name}         one: {"name", "description", "model",
 //	                               "tools": [{"name", "risk"}]}
@@ -48,6 +50,7 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}", s.httpGet)
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", s.httpCancel)
 	mux.HandleFunc("GET /v1/runs/{id}/events", s.httpEvents)
+	mux.HandleFunc("GET /v1/runs/{id}/audit", s.httpAudit)
 	mux.HandleFunc("GET /v1/agents", func(w http.ResponseWriter, r *http.Request) {
 		names := s.Agents()
 		out := make([]agentInfo, len(names))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/recordkind"
@@ -115,6 +116,8 @@ type runSummary struct {
 	decided   map[string]bool // approval IDs decided
 	reasons   []govern.Reason
 	cause     *govern.Cause
+	started   time.Time
+	ended     time.Time // zero until delivered or failed safe
 }
 
 func (x *runIndex) init() { x.byID = map[string]*runSummary{} }
@@ -141,7 +144,7 @@ func (x *runIndex) apply(rec govern.Record) {
 		}
 		var st govern.RunStart
 		_ = json.Unmarshal(rec.Data, &st)
-		r = &runSummary{id: rec.RequestID, agent: st.Resumer, pos: len(x.runs), phase: govern.Intake, decided: map[string]bool{}}
+		r = &runSummary{id: rec.RequestID, agent: st.Resumer, pos: len(x.runs), phase: govern.Intake, decided: map[string]bool{}, started: rec.Timestamp.Time}
 		x.runs = append(x.runs, r)
 		x.byID[r.id] = r
 		return
@@ -159,6 +162,7 @@ func (x *runIndex) apply(rec govern.Record) {
 		}
 		if rec.To.Terminal() {
 			r.pausedFor, r.decided = nil, nil
+			r.ended = rec.Timestamp.Time
 		}
 	case recordkind.Paused:
 		var p govern.PauseData
@@ -177,6 +181,14 @@ func (x *runIndex) apply(rec govern.Record) {
 // run returns the summary as a Run, by the rules of Get.
 func (r *runSummary) run(executing bool) *Run {
 	out := &Run{RequestID: r.id, Agent: r.agent, Status: Running}
+	if !r.started.IsZero() {
+		t := r.started
+		out.StartedAt = &t
+	}
+	if !r.ended.IsZero() && !executing {
+		t := r.ended
+		out.EndedAt = &t
+	}
 	switch {
 	case r.phase == govern.Deliver && !executing:
 		out.Status = Delivered

@@ -9,6 +9,7 @@ import (
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/runs"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // TestList: List returns the runs newest first, from the journal: their
@@ -68,8 +69,14 @@ func TestList(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %s: %v", when, tc.name, err)
 			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(runs.Run{}, "StartedAt", "EndedAt")); diff != "" {
 				t.Errorf("%s: %s (-want +got):\n%s", when, tc.name, diff)
+			}
+			for _, r := range got {
+				ended := r.Status == runs.Delivered || r.Status == runs.FailSafe
+				if r.StartedAt == nil || (r.EndedAt != nil) != ended || (ended && r.EndedAt.Before(*r.StartedAt)) {
+					t.Errorf("%s: %s: run %s (%s) started %v, ended %v", when, tc.name, r.RequestID, r.Status, r.StartedAt, r.EndedAt)
+				}
 			}
 		}
 	}
@@ -84,12 +91,12 @@ func TestList(t *testing.T) {
 		Next string
 	}
 	getJSON(t, f.srv.URL+"/v1/runs?limit=2", &page)
-	if diff := cmp.Diff([]*runs.Run{d, c}, page.Runs); diff != "" || page.Next != ids[2] {
+	if diff := cmp.Diff([]*runs.Run{d, c}, page.Runs, cmpopts.IgnoreFields(runs.Run{}, "StartedAt", "EndedAt")); diff != "" || page.Next != ids[2] {
 		t.Errorf("GET /v1/runs?limit=2: next %q (-want +got):\n%s", page.Next, diff)
 	}
 	page.Runs, page.Next = nil, ""
 	getJSON(t, f.srv.URL+"/v1/runs?limit=2&after="+ids[2], &page)
-	if diff := cmp.Diff([]*runs.Run{b, a}, page.Runs); diff != "" || page.Next != "" {
+	if diff := cmp.Diff([]*runs.Run{b, a}, page.Runs, cmpopts.IgnoreFields(runs.Run{}, "StartedAt", "EndedAt")); diff != "" || page.Next != "" {
 		t.Errorf("second page: next %q (-want +got):\n%s", page.Next, diff)
 	}
 	for _, q := range []string{"status=done", "limit=0", "limit=x", "limit=-1", "limit=1001", "after=nobody"} {

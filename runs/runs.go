@@ -76,6 +76,10 @@ type Run struct {
 	// governor: a model or provider failure (reason MODEL_FAILED), with
 	// the provider's error code and message.
 	Error *govern.Cause `json:"error,omitempty"`
+	// StartedAt and EndedAt are when the journal recorded the run's start
+	// and its delivery or fail-safe; List sets them.
+	StartedAt *time.Time `json:"started_at,omitempty"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 }
 
 // Settled reports whether the run waits for nothing a server does: it
