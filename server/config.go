@@ -79,6 +79,16 @@ type Config struct {
 	// a demo store page a scripted agent drives over a WebSocket. With a
 	// Token the demo page is off (a browser cannot send the token).
 	WebDemo bool
+	// Console serves the web console at /console/ (docs/console.md): the
+	// agents, their runs live, the approvals inbox, each run's audit
+	// trail and the workflows' sessions. With a Token it asks for the
+	// token once and keeps an HttpOnly, SameSite=Strict session cookie,
+	// which then opens every route the token does.
+	Console bool
+	// ConsoleTraceURL, when set, links each run in the console to its
+	// trace: "{trace_id}" in it is replaced by the run's trace ID
+	// (Jaeger: "http://localhost:16686/trace/{trace_id}").
+	ConsoleTraceURL string
 
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// every endpoint but /healthz and /web/uiap.js.

@@ -64,6 +64,9 @@ type core struct {
 	duration metric.Float64Histogram // http.server.request.duration
 	ends     telemetry.Memo[endKey, *endAttrs]
 
+	// front, when set, wraps the routes (Server.front).
+	front func(http.Handler) http.Handler
+
 	mu         sync.Mutex
 	checks     map[string]func(context.Context) error
 	onShutdown []func()
@@ -142,6 +145,10 @@ func (s *core) handle(pattern string, h http.Handler) {
 
 // handler returns the server's root handler (with the in-flight limit).
 func (s *core) handler() http.Handler {
+	var routes http.Handler = s.mux
+	if s.front != nil {
+		routes = s.front(s.mux)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case s.sem <- struct{}{}:
@@ -154,7 +161,7 @@ func (s *core) handler() http.Handler {
 		}
 		s.inflight.Add(1)
 		defer func() { s.inflight.Add(-1); <-s.sem }()
-		s.mux.ServeHTTP(w, r)
+		routes.ServeHTTP(w, r)
 	})
 }
 

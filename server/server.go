@@ -42,6 +42,8 @@ type Server struct {
 	gov    *govern.Governor
 	runs   *runs.Service
 	uamp   *uampService // nil without Config.UAMP
+	// console, with a Token, issues and checks the console's sessions.
+	console *consoleAuth
 
 	mcpAgents atomic.Pointer[[]mcpserve.Agent] // what /mcp/agents lists
 
@@ -111,6 +113,10 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 		ReadHeaderTimeout: c.ReadHeaderTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
 		IdleTimeout: c.IdleTimeout, ShutdownTimeout: c.ShutdownTimeout,
 		TracerProvider: c.TracerProvider, MeterProvider: c.MeterProvider})
+	if c.Token != "" {
+		s.console = newConsoleAuth(c.Token)
+	}
+	s.core.front = s.front
 	if err := s.mountWorkflows(); err != nil {
 		return nil, err
 	}
@@ -122,6 +128,9 @@ func New(ctx context.Context, cfg *Config) (_ *Server, err error) {
 	}
 	if c.WebDemo {
 		s.mountWeb()
+	}
+	if c.Console {
+		s.mountConsole()
 	}
 	// The audit exports start first so that they stop last: the records
 	// of runs that Shutdown stops go out too.

@@ -577,3 +577,23 @@ func pointer(loc []string) string {
 	}
 	return b.String()
 }
+
+// ErrListUnsupported is returned by Engine.ListSessions when the
+// engine's SessionStore is not a SessionLister.
+var ErrListUnsupported = errors.New("workflow: the session store cannot list sessions")
+
+// ListSessions returns a page of the live sessions of a workflow, newest
+// first (see SessionLister): at most limit (1 to 1000), after cursor.
+func (e *Engine) ListSessions(ctx context.Context, workflow, cursor string, limit int) ([]*Session, string, error) {
+	l, ok := e.store.(SessionLister)
+	if !ok {
+		return nil, "", ErrListUnsupported
+	}
+	if limit < 1 || limit > 1000 {
+		return nil, "", fmt.Errorf("workflow: limit %d is not between 1 and 1000", limit)
+	}
+	if _, _, err := ParseSessionCursor(cursor); err != nil {
+		return nil, "", err
+	}
+	return l.ListSessions(ctx, workflow, cursor, limit)
+}

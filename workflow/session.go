@@ -3,7 +3,10 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -108,4 +111,38 @@ type SessionStore interface {
 	// DeleteExpired removes the sessions expired at now and returns how
 	// many it removed.
 	DeleteExpired(ctx context.Context, now time.Time) (int, error)
+}
+
+// SessionLister is an optional interface of a SessionStore: the live
+// (unexpired) sessions of one workflow, newest first, a page at a time.
+// internal/memstore and internal/sqlstore implement it; Engine.ListSessions
+// uses it.
+type SessionLister interface {
+	// ListSessions returns at most limit sessions of workflow created
+	// before the position cursor names ("" for the newest), and the
+	// cursor of the next page ("" when there is none). Cursors are
+	// opaque; a malformed one is an error.
+	ListSessions(ctx context.Context, workflow, cursor string, limit int) ([]*Session, string, error)
+}
+
+// SessionCursor is the cursor of the page after s in a SessionLister's
+// order (newest created first, then by ID): the creation time in Unix
+// milliseconds and the ID.
+func SessionCursor(s *Session) string {
+	return strconv.FormatInt(s.CreatedAt.UnixMilli(), 10) + ":" + s.ID
+}
+
+// ParseSessionCursor splits a SessionCursor; "" is the start.
+func ParseSessionCursor(c string) (createdMS int64, id string, err error) {
+	if c == "" {
+		return 0, "", nil
+	}
+	ms, id, ok := strings.Cut(c, ":")
+	if ok {
+		createdMS, err = strconv.ParseInt(ms, 10, 64)
+	}
+	if !ok || err != nil || id == "" {
+		return 0, "", fmt.Errorf("workflow: %q is not a session cursor", c)
+	}
+	return createdMS, id, nil
 }

@@ -54,6 +54,9 @@ type serveFlags struct {
 	// ${SUPPORT_MODEL:-scripted:support}).
 	agentModel, agentBaseURL string
 	auditLog                 string
+	// noConsole turns /console/ off; traceURL links its runs to traces.
+	noConsole bool
+	traceURL  string
 
 	// The TLS listener (UAMP, discovery, and the plain endpoints again).
 	tlsAddr    string
@@ -164,6 +167,8 @@ a flag on the command line wins.`,
 	fl.StringVar(&f.store, "store", "", "session store URL: sqlite:///path, postgres://…, memory: (default sqlite in --data)")
 	fl.StringSliceVar(&f.workflows, "workflows", nil, "workflow YAML/JSON files or directories (default: the built-in examples)")
 	fl.StringVar(&f.token, "token", "", "require this bearer token on the UAIP, UIAP, runs and approvals endpoints and /metrics (/healthz and /web/uiap.js stay open); turns the web demo off")
+	fl.BoolVar(&f.noConsole, "no-console", false, "do not serve the web console at /console/")
+	fl.StringVar(&f.traceURL, "console-trace-url", "", `link each run in the console to its trace: a URL in which "{trace_id}" is replaced (Jaeger: http://localhost:16686/trace/{trace_id})`)
 	fl.StringSliceVar(&f.cors, "cors", nil, "origins allowed to call from a browser (\"*\" for any); CORS is off by default")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", 24*time.Hour, "sessions expire after this long unused (negative: never)")
 	fl.Int64Var(&f.maxBody, "max-body", workflow.DefaultMaxBody, "largest request body in bytes (413 beyond)")
@@ -333,6 +338,7 @@ func runServe(ctx context.Context, e *env, f *serveFlags) (err error) {
 	cfg := &server.Config{
 		Store: st, Workflows: wfs, Token: f.token, CORSOrigins: f.cors, SessionTTL: f.sessionTTL,
 		MaxBodyBytes: f.maxBody, MaxInFlight: f.maxFlight, UIAPRateLimit: &limit, WebDemo: true,
+		Console: !f.noConsole, ConsoleTraceURL: f.traceURL,
 		Listener: ln, TLSListener: tlsLn, Logger: logger,
 	}
 	if tlsLn != nil { // before the agents: their uamp tools ask with its identity

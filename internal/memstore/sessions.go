@@ -1,9 +1,11 @@
 package memstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -172,4 +174,56 @@ func (m *sessions) DeleteExpired(ctx context.Context, now time.Time) (int, error
 		}
 	}
 	return n, nil
+}
+
+// ListSessions implements workflow.SessionLister: the live sessions of
+// workflow, newest created first (then by ID, descending), after cursor.
+func (m *sessions) ListSessions(ctx context.Context, wf, cursor string, limit int) ([]*workflow.Session, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	cms, cid, err := workflow.ParseSessionCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	type item struct {
+		id string
+		e  sessionEntry
+	}
+	now := time.Now()
+	var items []item
+	m.mu.RLock()
+	for id, e := range m.m {
+		if e.workflow != wf || e.expired(now) {
+			continue
+		}
+		if cursor != "" && (e.created > cms || e.created == cms && id >= cid) {
+			continue
+		}
+		items = append(items, item{id, e})
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(items, func(a, b item) int {
+		if c := cmp.Compare(b.e.created, a.e.created); c != 0 {
+			return c
+		}
+		return strings.Compare(b.id, a.id)
+	})
+	next := ""
+	if len(items) > limit {
+		items = items[:limit]
+		next = "x" // set below, from the last session
+	}
+	out := make([]*workflow.Session, 0, len(items))
+	for _, it := range items {
+		s, err := it.e.session(it.id)
+		if err != nil {
+			return nil, "", err
+		}
+		out = append(out, s)
+	}
+	if next != "" {
+		next = workflow.SessionCursor(out[len(out)-1])
+	}
+	return out, next, nil
 }

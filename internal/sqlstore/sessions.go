@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -232,4 +233,56 @@ func (ss sessions) DeleteExpired(ctx context.Context, now time.Time) (_ int, err
 		return 0, fmt.Errorf("sqlstore: delete expired sessions: %w", err)
 	}
 	return int(n), nil
+}
+
+// sessionListQuery pages through a workflow's live sessions, newest
+// created first: $3 and $4 are the cursor (created_at, session_id).
+const sessionListQuery = `
+SELECT session_id, stage, state, version, created_at, updated_at, expires_at FROM workflow_sessions
+WHERE workflow = $1 AND (expires_at IS NULL OR expires_at > $2) AND (created_at < $3 OR (created_at = $3 AND session_id < $4))
+ORDER BY created_at DESC, session_id DESC LIMIT $5`
+
+// ListSessions implements workflow.SessionLister.
+func (ss sessions) ListSessions(ctx context.Context, wf, cursor string, limit int) (_ []*workflow.Session, _ string, err error) {
+	defer ss.s.mark(&err)
+	cms, cid, err := workflow.ParseSessionCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	if cursor == "" {
+		cms = math.MaxInt64
+	}
+	if !validText(wf) || !validText(cid) {
+		return nil, "", nil // no session has such a name
+	}
+	var out []*workflow.Session
+	err = ss.s.scanRows(ctx, sessionListQuery, []any{wf, time.Now().UnixMilli(), cms, cid, limit + 1}, func(scan func(dest ...any) error) error {
+		var (
+			state            []byte
+			created, updated int64
+			expires          sql.NullInt64
+			sess             = &workflow.Session{Workflow: wf}
+		)
+		if err := scan(&sess.ID, &sess.Stage, &state, &sess.Version, &created, &updated, &expires); err != nil {
+			return err
+		}
+		sess.CreatedAt, sess.UpdatedAt = fromMS(created), fromMS(updated)
+		if expires.Valid {
+			sess.ExpiresAt = fromMS(expires.Int64)
+		}
+		if err := json.Unmarshal(state, &sess.State); err != nil || sess.State == nil {
+			return fmt.Errorf("sqlstore: session %q: corrupt state", sess.ID)
+		}
+		out = append(out, sess)
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("sqlstore: list sessions: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = workflow.SessionCursor(out[limit-1])
+	}
+	return out, next, nil
 }

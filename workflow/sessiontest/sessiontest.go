@@ -67,6 +67,7 @@ func Run(t *testing.T, newStore func(t *testing.T) workflow.SessionStore) {
 		{"ConcurrentSessions", testConcurrentSessions},
 		{"ConcurrentUpdates", testConcurrentUpdates},
 		{"LargeState", testLargeState},
+		{"List", testList},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newStore(t)) })
@@ -772,5 +773,74 @@ func testLargeState(t *testing.T, s workflow.SessionStore) {
 	update(t, s, up)
 	if d := diff(up, get(t, s, sess.ID)); d != "" {
 		t.Fatalf("large state after Update differs (first lines):\n%.2000s", d)
+	}
+}
+
+// testList: a SessionLister pages through one workflow's live sessions,
+// newest created first (ties by ID, descending), leaving out other
+// workflows' and expired ones; every session appears once across pages;
+// a malformed cursor is an error. A store that cannot list is skipped.
+func testList(t *testing.T, s workflow.SessionStore) {
+	l, ok := s.(workflow.SessionLister)
+	if !ok {
+		t.Skip("the store is not a workflow.SessionLister")
+	}
+	base := time.Now().UTC().Truncate(ms)
+	for i := range 7 {
+		sess := newSession()
+		// Two sessions share each creation time but the last: the
+		// cursor must order them by ID.
+		sess.CreatedAt = base.Add(time.Duration(i/2) * time.Second)
+		sess.UpdatedAt = sess.CreatedAt
+		create(t, s, sess)
+	}
+	other := newSession()
+	other.Workflow = "other"
+	create(t, s, other)
+	gone := newSession()
+	gone.ExpiresAt = base.Add(-time.Second)
+	gone.CreatedAt, gone.UpdatedAt = base.Add(-2*time.Second), base.Add(-2*time.Second)
+	create(t, s, gone)
+
+	var all []*workflow.Session
+	cursor, pages := "", 0
+	for {
+		page, next, err := l.ListSessions(t.Context(), "store", cursor, 3)
+		if err != nil {
+			t.Fatalf("ListSessions(cursor %q): %v", cursor, err)
+		}
+		pages++
+		all = append(all, page...)
+		if next == "" {
+			break
+		}
+		if pages > 5 {
+			t.Fatal("ListSessions does not end")
+		}
+		cursor = next
+	}
+	if len(all) != 7 || pages != 3 {
+		t.Fatalf("listed %d sessions in %d pages, want 7 in 3", len(all), pages)
+	}
+	seen := map[string]bool{}
+	for i, sess := range all {
+		if seen[sess.ID] || sess.Workflow != "store" || sess.ID == other.ID || sess.ID == gone.ID {
+			t.Errorf("session %d: %s (%s) listed wrongly", i, sess.ID, sess.Workflow)
+		}
+		seen[sess.ID] = true
+		if i > 0 {
+			p := all[i-1]
+			if p.CreatedAt.Before(sess.CreatedAt) || p.CreatedAt.Equal(sess.CreatedAt) && p.ID < sess.ID {
+				t.Errorf("sessions %d and %d are out of order: %v %s, %v %s", i-1, i, p.CreatedAt, p.ID, sess.CreatedAt, sess.ID)
+			}
+		}
+		if diff := cmp.Diff(sampleState(), sess.State); diff != "" {
+			t.Errorf("session %s state (-want +got):\n%s", sess.ID, diff)
+		}
+	}
+	for _, bad := range []string{"x", "12", ":id", "x:id"} {
+		if _, _, err := l.ListSessions(t.Context(), "store", bad, 3); err == nil {
+			t.Errorf("cursor %q: no error", bad)
+		}
 	}
 }
