@@ -1,15 +1,22 @@
 package runs_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"testing"
+	"time"
 
-	"github.com/agentry-dev/agentry/govern"
-	"github.com/agentry-dev/agentry/runs"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/recordkind"
+	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/runs"
 )
 
 // TestList: List returns the runs newest first, from the journal: their
@@ -148,5 +155,82 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+// journalRuns appends n delivered runs of agent "support" to j, oldest
+// first, and returns their request IDs.
+func journalRuns(t testing.TB, j govern.Journal, n int) []string {
+	t.Helper()
+	ids := make([]string, n)
+	start, _ := json.Marshal(govern.RunStart{Resumer: "support", Identity: govern.Identity{AgentID: "agent:support"}})
+	recs := make([]*govern.Record, 0, 2*n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
+		actor := govern.Actor{ID: "agent:support", Kind: govern.ActorAgent}
+		at := govern.Time{Time: time.Now().UTC()}
+		recs = append(recs,
+			&govern.Record{Timestamp: at, Kind: recordkind.RunStarted, RequestID: ids[i], TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Actor: actor, Outcome: govern.Pending, To: govern.Intake, Data: start},
+			&govern.Record{Timestamp: at, Kind: recordkind.Transition, RequestID: ids[i], TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", Actor: actor, Outcome: govern.Success, From: govern.Verify, To: govern.Deliver})
+	}
+	if err := j.Append(context.Background(), true, recs...); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// TestList_TenThousandRuns: 10,000 runs page through GET /v1/runs —
+// every run once, newest first, pages of the size asked — as the
+// console pages them.
+func TestList_TenThousandRuns(t *testing.T) {
+	j := govern.NewMemoryJournal()
+	ids := journalRuns(t, j, 10_000)
+	f := newFixtureWith(t, j, llm.ModelReference{})
+	var got []string
+	after := ""
+	for pages := 0; ; pages++ {
+		if pages > 10 {
+			t.Fatal("the pages do not end")
+		}
+		var page struct {
+			Runs []*runs.Run
+			Next string
+		}
+		getJSON(t, f.srv.URL+"/v1/runs?limit=1000&after="+after, &page)
+		if len(page.Runs) != 1000 {
+			t.Fatalf("page %d has %d runs", pages, len(page.Runs))
+		}
+		for _, r := range page.Runs {
+			if r.Status != runs.Delivered || r.StartedAt == nil || r.EndedAt == nil {
+				t.Fatalf("run %s: %+v", r.RequestID, r)
+			}
+			got = append(got, r.RequestID)
+		}
+		if after = page.Next; after == "" {
+			break
+		}
+	}
+	slices.Reverse(ids)
+	if diff := cmp.Diff(ids, got); diff != "" {
+		t.Errorf("the runs paged (-want +got):\n%s", diff)
+	}
+}
+
+// BenchmarkList: one page of 50 runs (the console's) of a journal of
+// 10,000, from the middle, once the index is read.
+func BenchmarkList(b *testing.B) {
+	j := govern.NewMemoryJournal()
+	ids := journalRuns(b, j, 10_000)
+	f := newFixtureWith(b, j, llm.ModelReference{})
+	ctx := context.Background()
+	if _, err := f.svc.List(ctx, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		page, err := f.svc.List(ctx, &runs.ListParams{After: ids[5000]})
+		if err != nil || len(page) != 50 {
+			b.Fatal(len(page), err)
+		}
 	}
 }

@@ -44,7 +44,7 @@ type fixture struct {
 
 // start builds a governor, the support agent and the service over the
 // fixture's journal and result store: calling it again is a restart.
-func (f *fixture) start(t *testing.T) {
+func (f *fixture) start(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var svc *runs.Service
@@ -87,7 +87,7 @@ func newFixture(t *testing.T) *fixture {
 
 // newFixtureWith makes a fixture over j (nil: a memory journal) whose
 // support agent uses model (zero: the built-in offline model).
-func newFixtureWith(t *testing.T, j govern.Journal, model llm.ModelReference) *fixture {
+func newFixtureWith(t testing.TB, j govern.Journal, model llm.ModelReference) *fixture {
 	pub, priv, _ := ed25519.GenerateKey(nil)
 	keys := govern.NewKeyring()
 	if _, err := keys.Add("alice", pub); err != nil {
