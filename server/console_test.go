@@ -54,37 +54,13 @@ func TestConsole_EveryRouteNeedsTheTokenOrASession(t *testing.T) {
 	valid := server.ConsoleCookie(srv, time.Now().Add(time.Hour))
 	expired := server.ConsoleCookie(srv, time.Now().Add(-time.Second))
 	forged := valid[:strings.LastIndexByte(valid, '.')+1] + strings.Repeat("A", 43)
-	routes := []struct{ method, path, body string }{
-		{"GET", "/console/", ""},
-		{"GET", "/console/app.js", ""},
-		{"GET", "/console/style.css", ""},
-		{"GET", "/console/config.json", ""},
-		{"GET", "/console/api/workflows/store/sessions", ""},
-		{"POST", "/initialize", `{"workflow_name":"store"}`},
-		{"POST", "/execute", `{}`},
-		{"GET", "/api/workflows", ""},
-		{"GET", "/api/sessions/x", ""},
-		{"POST", "/v1/runs", `{"agent":"support","input":"status of o-1002?"}`},
-		{"GET", "/v1/runs", ""},
-		{"GET", "/v1/runs/x", ""},
-		{"GET", "/v1/runs/x/events", ""},
-		{"GET", "/v1/runs/x/audit", ""},
-		{"POST", "/v1/runs/x/cancel", ""},
-		{"GET", "/v1/agents", ""},
-		{"GET", "/v1/approvals", ""},
-		{"GET", "/v1/approvals/x", ""},
-		{"POST", "/v1/approvals/x", `{"decision":"deny","approver":"mallory"}`},
-		{"POST", "/uiap/sessions", `{}`},
-		{"GET", "/metrics", ""},
-		{"POST", "/mcp/agents", `{}`},
-	}
-	for _, r := range routes {
+	for _, r := range guardedRoutes {
 		for name, cookie := range map[string]string{"nothing": "", "a forged cookie": forged, "an expired cookie": expired, "a malformed cookie": "v1.x"} {
 			if code := (consoleReq{method: r.method, path: r.path, body: r.body, cookie: cookie}).do(h).Code; code != http.StatusUnauthorized {
 				t.Errorf("%s %s with %s: %d, want 401", r.method, r.path, name, code)
 			}
 		}
-		if r.method != "GET" || r.path == "/v1/runs/x/events" {
+		if r.method != "GET" || r.path == "/v1/runs/x/events" || r.path == "/uiap/ws" {
 			continue
 		}
 		if code := (consoleReq{method: r.method, path: r.path, cookie: valid}).do(h).Code; code == http.StatusUnauthorized || code >= 500 {

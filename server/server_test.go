@@ -74,29 +74,43 @@ func do(t *testing.T, h http.Handler, method, path, token, body string) (int, st
 	return rec.Code, rec.Body.String()
 }
 
+// guardedRoutes are routes of every kind that the token guards.
+var guardedRoutes = []struct{ method, path, body string }{
+	{"GET", "/console/", ""},
+	{"GET", "/console/app.js", ""},
+	{"GET", "/console/style.css", ""},
+	{"GET", "/console/config.json", ""},
+	{"GET", "/console/api/workflows/store/sessions", ""},
+	{"POST", "/initialize", `{"workflow_name":"store"}`},
+	{"POST", "/execute", `{}`},
+	{"GET", "/api/workflows", ""},
+	{"GET", "/api/sessions/x", ""},
+	{"POST", "/v1/runs", `{"agent":"support","input":"status of o-1002?"}`},
+	{"GET", "/v1/runs", ""},
+	{"GET", "/v1/runs/x", ""},
+	{"GET", "/v1/runs/x/events", ""},
+	{"GET", "/v1/runs/x/audit", ""},
+	{"POST", "/v1/runs/x/cancel", ""},
+	{"GET", "/v1/agents", ""},
+	{"GET", "/v1/agents/support", ""},
+	{"GET", "/v1/approvals", ""},
+	{"GET", "/v1/approvals/x", ""},
+	{"POST", "/v1/approvals/x", `{"decision":"deny","approver":"mallory"}`},
+	{"POST", "/uiap/sessions", `{}`},
+	{"GET", "/uiap/ws", ""},
+	{"GET", "/metrics", ""},
+	{"POST", "/mcp/workflows/store", `{}`},
+	{"POST", "/mcp/agents", `{}`},
+}
+
 // Every endpoint of the plain handler needs the token but /healthz.
 func TestServer_TokenGuardsEveryEndpoint(t *testing.T) {
 	pub, _, _ := ed25519.GenerateKey(nil)
 	cfg := supportConfig(t, nil, pub)
 	cfg.Token = "s3cret"
-	cfg.WebDemo = true
+	cfg.WebDemo, cfg.Console = true, true
 	h := newServer(t, cfg).Handler()
-	for _, tc := range []struct{ method, path, body string }{
-		{"POST", "/initialize", `{"workflow_name":"store"}`},
-		{"POST", "/execute", `{}`},
-		{"GET", "/api/workflows", ""},
-		{"GET", "/api/sessions/x", ""},
-		{"POST", "/v1/runs", `{"agent":"support","input":"status of o-1002?"}`},
-		{"GET", "/v1/runs", ""},
-		{"GET", "/v1/agents", ""},
-		{"GET", "/v1/agents/support", ""},
-		{"GET", "/v1/approvals", ""},
-		{"POST", "/uiap/sessions", `{}`},
-		{"GET", "/uiap/ws", ""},
-		{"GET", "/metrics", ""},
-		{"POST", "/mcp/workflows/store", `{}`},
-		{"POST", "/mcp/agents", `{}`},
-	} {
+	for _, tc := range guardedRoutes {
 		if code, _ := do(t, h, tc.method, tc.path, "", tc.body); code != http.StatusUnauthorized {
 			t.Errorf("%s %s without the token: %d, want 401", tc.method, tc.path, code)
 		}
