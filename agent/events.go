@@ -142,6 +142,11 @@ func (r *StreamResult) Result() (*Result, error) { return r.s.Result() }
 // Abort cancels the run.
 func (r *StreamResult) Abort() { r.s.Abort() }
 
+// streamBuffer bounds how many events a run may emit ahead of its
+// consumer. It is the run's only buffer: a step's UPP events are passed
+// straight into it (llm.LLMInstance.EmitStep).
+const streamBuffer = 64
+
 func newStreamResult(ctx context.Context, run func(ctx context.Context, emit func(Event)) (*Result, error)) *StreamResult {
-	return &StreamResult{stream.New(ctx, 64, run)}
+	return &StreamResult{stream.New(ctx, streamBuffer, run)}
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/agentry-dev/agentry/internal/turns"
@@ -87,11 +88,12 @@ func (ec *ExecutionContext) data(key string, value any) map[string]any {
 // Begin returns the state a run works on: the starting state with the
 // input appended and the agent's ID in the metadata.
 func (ec *ExecutionContext) Begin() *State {
-	s := ec.State
+	s := ec.State.clone() // one new state, not one per change
 	if ec.Input != nil {
-		s = s.WithMessage(ec.Input)
+		s.messages = append(s.messages, ec.Input)
 	}
-	s = s.WithMetadata(MetadataAgentID, ec.Agent.id)
+	s.metadata = maps.Clone(s.metadataOrEmpty())
+	s.metadata[MetadataAgentID] = ec.Agent.id
 	ec.last = s
 	return s
 }
@@ -120,7 +122,7 @@ func (ec *ExecutionContext) StartStep(ctx context.Context, state *State, data ma
 }
 
 // Call makes one model call with inst (usually ec.LLM): one cycle of the
-// UPP tool loop (llm.GenerateStep, or StreamStep when streaming, forwarding
+// UPP tool loop (llm.GenerateStep, or EmitStep when streaming, forwarding
 // its events), with the run's ToolContext in the tools' context. The turn
 // becomes part of the run's merged Turn. history is sent as is; inputs are
 // new messages. Call is safe for concurrent use (the plan strategy runs
@@ -148,14 +150,16 @@ func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, in
 	if ec.emit == nil {
 		turn, err = inst.GenerateStep(cctx, history, inputs...)
 	} else {
-		s := inst.StreamStep(cctx, history, inputs...)
-		for ev, evErr := range s.Events() {
-			if evErr != nil {
-				break
+		// The step's events go straight into the run's stream: no
+		// stream (goroutine, buffer) of its own per step.
+		var slab []llm.StreamEvent // EmitStep's calls never overlap
+		turn, err = inst.EmitStep(cctx, history, func(ev llm.StreamEvent) {
+			if len(slab) == cap(slab) {
+				slab = make([]llm.StreamEvent, 0, eventSlab)
 			}
-			ec.emit(Event{Source: SourceUPP, UPP: &ev})
-		}
-		turn, err = s.Turn()
+			slab = append(slab, ev)
+			ec.emit(Event{Source: SourceUPP, UPP: &slab[len(slab)-1]})
+		}, inputs...)
 	}
 	ec.mu.Lock()
 	defer ec.mu.Unlock()
@@ -176,6 +180,10 @@ func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, in
 	return turn, nil
 }
 
+// eventSlab is how many UPP events of a step are allocated at once (an
+// Event points to its UPP event).
+const eventSlab = 16
+
 // EndStep finishes a step whose model call(s) produced turn (nil when the
 // step made none) and reached state: it records sub-agent traces, calls
 // OnAct/OnObserve and OnStepEnd, emits action/observation and step_end,
@@ -192,7 +200,7 @@ func (ec *ExecutionContext) EndStep(ctx context.Context, step int, turn *llm.Tur
 	for _, t := range traces {
 		state = state.WithSubagentTrace(t)
 	}
-	if turn != nil {
+	if turn != nil && (ec.Hooks.OnAct != nil || ec.emit != nil) {
 		var calls []llm.ToolCall
 		for _, m := range turn.Messages {
 			if a, ok := m.(*llm.AssistantMessage); ok {
@@ -203,13 +211,15 @@ func (ec *ExecutionContext) EndStep(ctx context.Context, step int, turn *llm.Tur
 			if ec.Hooks.OnAct != nil {
 				ec.Hooks.OnAct(ctx, step, calls)
 			}
-			ec.Emit(EventAction, step, map[string]any{"toolCalls": calls})
+			ec.Emit(EventAction, step, ec.data("toolCalls", calls))
 		}
+	}
+	if turn != nil {
 		if len(turn.ToolExecutions) > 0 {
 			if ec.Hooks.OnObserve != nil {
 				ec.Hooks.OnObserve(ctx, step, turn.ToolExecutions)
 			}
-			ec.Emit(EventObservation, step, map[string]any{"observations": turn.ToolExecutions})
+			ec.Emit(EventObservation, step, ec.data("observations", turn.ToolExecutions))
 		}
 	}
 	ec.last = state

@@ -8,3 +8,5 @@ var ParsePartialJSON = parsePartialJSON
 var RoundFrom = roundFrom
 
 type TokenBucket = tokenBucket
+
+var DecodeObject = decodeObject

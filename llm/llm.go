@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentry-dev/agentry/internal/stack"
 	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
@@ -163,6 +164,26 @@ func (l *LLMInstance) StreamStep(ctx context.Context, history []Message, inputs 
 	return newStreamResult(ctx, func(ctx context.Context, emit func(StreamEvent)) (*Turn, error) {
 		return l.run(ctx, history, inputs, emit, true)
 	})
+}
+
+// EmitStep is StreamStep without the stream: it runs the step on the
+// calling goroutine, passes each event to emit as it happens and returns
+// the Turn StreamStep's would be. Calls to emit never overlap (tool calls
+// emit from their own goroutines, one at a time), and emit must not block
+// for long: the step waits for it. A layer that forwards the events into
+// a stream of its own (the agent package does) uses it to spare a
+// goroutine and a buffer per step. A provider that cannot stream fails
+// with INVALID_REQUEST, as StreamStep's result does.
+func (l *LLMInstance) EmitStep(ctx context.Context, history []Message, emit func(StreamEvent), inputs ...Input) (*Turn, error) {
+	if !l.caps.Streaming {
+		return nil, NewError(InvalidRequest, l.provider, fmt.Sprintf("provider %q does not support streaming", l.provider), nil)
+	}
+	var mu sync.Mutex
+	return l.run(ctx, history, inputs, func(ev StreamEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		emit(ev)
+	}, true)
 }
 
 // toMessages converts inputs to messages (UPP-1.3 §5.3).
@@ -362,41 +383,239 @@ const (
 
 // executeTools runs one round's calls concurrently and returns their
 // results in call order; executions are appended in completion order.
+// The first call runs on the calling goroutine (whose stack has already
+// grown), the others on goroutines of their own.
 func (l *LLMInstance) executeTools(ctx context.Context, calls []ToolCall, executions *[]ToolExecution, emit func(StreamEvent), mw *middlewareRun) []ToolResult {
-	results := make([]ToolResult, len(calls))
-	round := &round{calls: calls}
-	var mu sync.Mutex
-	record := func(x ToolExecution) {
-		mu.Lock()
-		*executions = append(*executions, x)
-		mu.Unlock()
-	}
+	r := &roundRun{l: l, ctx: ctx, round: &round{calls: calls}, executions: executions, emit: emit, mw: mw,
+		results: make([]ToolResult, len(calls))}
 	if len(calls) == 1 {
-		results[0] = l.executeTool(ctx, round, 0, calls[0], record, emit, mw)
-		return results
+		r.execute(0)
+		return r.results
 	}
-	var preds [][]int
 	if s := l.opts.ToolStrategy; s != nil && s.Schedule != nil {
-		preds = validSchedule(s.Schedule(calls), len(calls))
+		r.runScheduled(validSchedule(s.Schedule(calls), len(calls)))
+		return r.results
 	}
-	done := make([]chan struct{}, len(calls))
+	var wg sync.WaitGroup
+	for i := 1; i < len(calls); i++ {
+		wg.Go(func() {
+			stack.Grow()
+			r.execute(i)
+		})
+	}
+	r.execute(0)
+	wg.Wait()
+	return r.results
+}
+
+// runScheduled runs the round's calls, each after its predecessors
+// (preds nil: all at once).
+func (r *roundRun) runScheduled(preds [][]int) {
+	n := len(r.results)
+	done := make([]chan struct{}, n)
 	for i := range done {
 		done[i] = make(chan struct{})
 	}
-	var wg sync.WaitGroup
-	for i, call := range calls {
-		wg.Go(func() {
-			defer close(done[i])
-			if preds != nil {
-				for _, p := range preds[i] {
-					<-done[p] // every call finishes, so this cannot hang
-				}
+	run := func(i int) {
+		defer close(done[i])
+		if preds != nil {
+			for _, p := range preds[i] {
+				<-done[p] // every call finishes, so this cannot hang
 			}
-			results[i] = l.executeTool(ctx, round, i, call, record, emit, mw)
+		}
+		r.execute(i)
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < n; i++ {
+		wg.Go(func() {
+			stack.Grow()
+			run(i)
 		})
 	}
+	run(0)
 	wg.Wait()
-	return results
+}
+
+// roundRun is one round of tool calls being executed.
+type roundRun struct {
+	l          *LLMInstance
+	ctx        context.Context
+	round      *round
+	emit       func(StreamEvent)
+	mw         *middlewareRun
+	results    []ToolResult
+	mu         sync.Mutex
+	executions *[]ToolExecution
+}
+
+func (r *roundRun) record(x *ToolExecution) {
+	r.mu.Lock()
+	*r.executions = append(*r.executions, *x)
+	r.mu.Unlock()
+}
+
+// execute runs call i and stores its result. The path of a call that
+// runs is kept to small stack frames: a tool goroutine starts with a small
+// stack, and each time it grows the runtime copies it.
+func (r *roundRun) execute(i int) {
+	call := &r.round.calls[i]
+	tool := r.l.tools[call.ToolName]
+	if tool == nil || r.ctx.Err() != nil {
+		r.results[i] = notRun(call, tool)
+		return
+	}
+	r.results[i] = r.l.executeTool(r, i, call, tool)
+}
+
+// notRun is the result of a call of an unknown tool, or of a call left
+// pending when the generation was aborted.
+//
+//go:noinline
+func notRun(call *ToolCall, tool *Tool) ToolResult {
+	if tool == nil {
+		return ToolResult{ToolCallID: call.ToolCallID, Result: fmt.Sprintf("Tool '%s' not found", call.ToolName), IsError: true}
+	}
+	return ToolResult{ToolCallID: call.ToolCallID, Result: "Tool execution cancelled", IsError: true}
+}
+
+func (l *LLMInstance) executeTool(r *roundRun, index int, call *ToolCall, tool *Tool) ToolResult {
+	ctx, span := l.startTool(r.ctx, tool, call)
+	x := &ToolExecution{ToolName: tool.Name, ToolCallID: call.ToolCallID, Arguments: call.Arguments}
+	start := time.Now()
+	if r.emit != nil {
+		emitToolStart(r.emit, index, call, tool, start)
+	}
+	if l.runTool(ctx, r, index, call, tool, x, start) {
+		r.record(x)
+	}
+	return r.finish(ctx, span, index, call, tool, x)
+}
+
+// finish ends a call: its span, the middleware's OnToolResult and the
+// tool_execution_end event.
+//
+//go:noinline
+func (r *roundRun) finish(ctx context.Context, span trace.Span, index int, call *ToolCall, tool *Tool, x *ToolExecution) ToolResult {
+	endTool(span, x)
+	res := ToolResult{ToolCallID: call.ToolCallID, Result: x.Result, IsError: x.IsError}
+	r.mw.toolResult(ctx, tool, res)
+	if r.emit != nil {
+		emitToolEnd(r.emit, index, call, tool, x)
+	}
+	return res
+}
+
+//go:noinline
+func emitToolStart(emit func(StreamEvent), index int, call *ToolCall, tool *Tool, start time.Time) {
+	emit(StreamEvent{Type: ToolExecutionStart, Index: index, Delta: EventDelta{ToolCallID: call.ToolCallID, ToolName: tool.Name, Timestamp: start}})
+}
+
+//go:noinline
+func emitToolEnd(emit func(StreamEvent), index int, call *ToolCall, tool *Tool, x *ToolExecution) {
+	emit(StreamEvent{Type: ToolExecutionEnd, Index: index, Delta: EventDelta{
+		ToolCallID: call.ToolCallID, ToolName: tool.Name, Result: x.Result, IsError: x.IsError, Timestamp: time.Now(),
+	}})
+}
+
+// runTool runs one call of a known tool through the hooks, filling x; it
+// reports whether the execution is recorded in the turn (a skipped call
+// is not).
+func (l *LLMInstance) runTool(ctx context.Context, r *roundRun, index int, call *ToolCall, tool *Tool, x *ToolExecution, start time.Time) bool {
+	strategy := l.opts.ToolStrategy
+	if r.mw != nil || strategy != nil || call.RawArguments != "" || x.Arguments == nil {
+		if run, recorded := l.beforeTool(ctx, r, call, tool, x, start); !run {
+			return recorded
+		}
+	}
+	tctx := context.WithValue(ctx, callKey{}, &callInfo{call: call, round: r.round, index: index})
+	if tool.Approval != nil && !approve(tctx, tool, x) {
+		x.Duration = time.Since(start)
+		return true
+	}
+	result, err := guard(tctx, tool.Run, x.Arguments)
+	x.Duration = time.Since(start)
+	if err != nil || (strategy != nil && strategy.OnAfterCall != nil) {
+		result = afterTool(ctx, strategy, tool, x, result, err)
+	}
+	x.Result = result
+	return true
+}
+
+// beforeTool runs the hooks that precede a call and answers a call whose
+// arguments are not a JSON object: run is false when the tool must not
+// run, and recorded then says whether the execution goes into the turn.
+//
+//go:noinline
+func (l *LLMInstance) beforeTool(ctx context.Context, r *roundRun, call *ToolCall, tool *Tool, x *ToolExecution, start time.Time) (run, recorded bool) {
+	strategy := l.opts.ToolStrategy
+	r.mw.toolCall(ctx, tool, x.Arguments)
+	malformed := call.RawArguments != ""
+	if strategy != nil {
+		if strategy.OnToolCall != nil {
+			strategy.OnToolCall(ctx, tool, x.Arguments)
+		}
+		if strategy.OnBeforeCall != nil {
+			d := strategy.OnBeforeCall(ctx, tool, x.Arguments)
+			if !d.Proceed {
+				x.Result, x.IsError = msgSkipped, true
+				return false, false
+			}
+			if d.Arguments != nil {
+				x.Arguments, malformed = d.Arguments, false
+			}
+		}
+	}
+	if malformed {
+		malformedCall(ctx, strategy, call, tool, x, start)
+		return false, true
+	}
+	if x.Arguments == nil {
+		x.Arguments = map[string]any{}
+	}
+	return true, true
+}
+
+// afterTool handles a call's error (OnError, the error result) or passes
+// its result through OnAfterCall; it returns the result to record.
+//
+//go:noinline
+func afterTool(ctx context.Context, strategy *ToolUseStrategy, tool *Tool, x *ToolExecution, result any, err error) any {
+	if err != nil {
+		if strategy != nil && strategy.OnError != nil {
+			strategy.OnError(ctx, tool, x.Arguments, err)
+		}
+		x.IsError, x.Err = true, err
+		return err.Error()
+	}
+	if nr, replace := strategy.OnAfterCall(ctx, tool, x.Arguments, result); replace {
+		result = nr
+	}
+	return result
+}
+
+// malformedCall answers a call whose arguments are not a JSON object.
+func malformedCall(ctx context.Context, strategy *ToolUseStrategy, call *ToolCall, tool *Tool, x *ToolExecution, start time.Time) {
+	x.Err = &ArgumentsError{Tool: tool.Name, Reason: "expected a JSON object, got " + truncate(call.RawArguments, 200), Schema: tool.Parameters}
+	x.Result, x.IsError = x.Err.Error(), true
+	x.Duration = time.Since(start)
+	if strategy != nil && strategy.OnError != nil {
+		strategy.OnError(ctx, tool, nil, x.Err)
+	}
+}
+
+// approve asks the tool's approval handler, recording the decision in x;
+// a denied call gets its error result.
+func approve(ctx context.Context, tool *Tool, x *ToolExecution) bool {
+	ok, err := guard(ctx, tool.Approval, x.Arguments)
+	approved := ok && err == nil
+	x.Approved = &approved
+	if !approved {
+		x.Result, x.IsError = msgDenied, true
+		if err != nil {
+			x.Result = msgDenied + ": " + err.Error()
+		}
+	}
+	return approved
 }
 
 // validSchedule returns preds when it is a valid acyclic schedule for n
@@ -450,95 +669,6 @@ func validSchedule(preds [][]int, n int) [][]int {
 	return seq
 }
 
-func (l *LLMInstance) executeTool(ctx context.Context, round *round, index int, call ToolCall, record func(ToolExecution), emit func(StreamEvent), mw *middlewareRun) ToolResult {
-	tool := l.tools[call.ToolName]
-	if tool == nil {
-		return ToolResult{ToolCallID: call.ToolCallID, Result: fmt.Sprintf("Tool '%s' not found", call.ToolName), IsError: true}
-	}
-	if ctx.Err() != nil { // aborted: pending calls are skipped
-		return ToolResult{ToolCallID: call.ToolCallID, Result: "Tool execution cancelled", IsError: true}
-	}
-	ctx, span := l.startTool(ctx, tool, call)
-	strategy := l.opts.ToolStrategy
-	start := time.Now()
-	if emit != nil {
-		emit(StreamEvent{Type: ToolExecutionStart, Index: index, Delta: EventDelta{ToolCallID: call.ToolCallID, ToolName: tool.Name, Timestamp: start}})
-	}
-	finish := func(x ToolExecution, recorded bool) ToolResult {
-		res := ToolResult{ToolCallID: call.ToolCallID, Result: x.Result, IsError: x.IsError}
-		if recorded {
-			record(x)
-		}
-		endTool(span, x)
-		mw.toolResult(ctx, tool, res)
-		if emit != nil {
-			emit(StreamEvent{Type: ToolExecutionEnd, Index: index, Delta: EventDelta{
-				ToolCallID: call.ToolCallID, ToolName: tool.Name, Result: x.Result, IsError: x.IsError, Timestamp: time.Now(),
-			}})
-		}
-		return res
-	}
-	exec := ToolExecution{ToolName: tool.Name, ToolCallID: call.ToolCallID, Arguments: call.Arguments}
-
-	mw.toolCall(ctx, tool, exec.Arguments)
-	if strategy != nil && strategy.OnToolCall != nil {
-		strategy.OnToolCall(ctx, tool, exec.Arguments)
-	}
-	malformed := call.RawArguments != ""
-	if strategy != nil && strategy.OnBeforeCall != nil {
-		d := strategy.OnBeforeCall(ctx, tool, exec.Arguments)
-		if !d.Proceed {
-			exec.Result, exec.IsError = msgSkipped, true
-			return finish(exec, false)
-		}
-		if d.Arguments != nil {
-			exec.Arguments, malformed = d.Arguments, false
-		}
-	}
-	if malformed {
-		exec.Err = &ArgumentsError{Tool: tool.Name, Reason: "expected a JSON object, got " + truncate(call.RawArguments, 200), Schema: tool.Parameters}
-		exec.Result, exec.IsError = exec.Err.Error(), true
-		exec.Duration = time.Since(start)
-		if strategy != nil && strategy.OnError != nil {
-			strategy.OnError(ctx, tool, nil, exec.Err)
-		}
-		return finish(exec, true)
-	}
-	if exec.Arguments == nil {
-		exec.Arguments = map[string]any{}
-	}
-	tctx := context.WithValue(ctx, callKey{}, &callInfo{call: call, round: round, index: index})
-	if tool.Approval != nil {
-		ok, err := guard(func() (bool, error) { return tool.Approval(tctx, exec.Arguments) })
-		approved := ok && err == nil
-		exec.Approved = &approved
-		if !approved {
-			exec.Result, exec.IsError = msgDenied, true
-			if err != nil {
-				exec.Result = msgDenied + ": " + err.Error()
-			}
-			exec.Duration = time.Since(start)
-			return finish(exec, true)
-		}
-	}
-	result, err := guard(func() (any, error) { return tool.Run(tctx, exec.Arguments) })
-	exec.Duration = time.Since(start)
-	if err != nil {
-		if strategy != nil && strategy.OnError != nil {
-			strategy.OnError(ctx, tool, exec.Arguments, err)
-		}
-		exec.Result, exec.IsError, exec.Err = err.Error(), true, err
-		return finish(exec, true)
-	}
-	if strategy != nil && strategy.OnAfterCall != nil {
-		if r, replace := strategy.OnAfterCall(ctx, tool, exec.Arguments, result); replace {
-			result = r
-		}
-	}
-	exec.Result = result
-	return finish(exec, true)
-}
-
 // PanicError is the error a tool (or approval handler) that panicked
 // returns; the model receives its message as an error result.
 type PanicError struct {
@@ -549,14 +679,14 @@ type PanicError struct {
 // Error returns "tool panicked: " followed by the panic value.
 func (p *PanicError) Error() string { return fmt.Sprintf("tool panicked: %v", p.Value) }
 
-// guard runs f, turning a panic into a *PanicError.
-func guard[T any](f func() (T, error)) (v T, err error) {
+// guard runs f(ctx, args), turning a panic into a *PanicError.
+func guard[T any](ctx context.Context, f func(context.Context, map[string]any) (T, error), args map[string]any) (v T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: debug.Stack()}
 		}
 	}()
-	return f()
+	return f(ctx, args)
 }
 
 func truncate(s string, n int) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/agentry-dev/agentry/llm"
 	"github.com/agentry-dev/agentry/llm/scripted"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func newLLM(t *testing.T, m *scripted.Model, opts llm.LLMOptions) *llm.LLMInstance {
@@ -786,4 +787,54 @@ func TestToolScheduleOrdersCalls(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEmitStepMatchesStreamStep: EmitStep passes the events StreamStep's
+// stream yields, never two at once, and returns the
+// same turn; a provider that cannot stream fails with INVALID_REQUEST.
+func TestEmitStepMatchesStreamStep(t *testing.T) {
+	steps := func() []scripted.Step {
+		return []scripted.Step{{Text: "calling", ToolCalls: []llm.ToolCall{call("1", "echo", map[string]any{"v": "x"}), call("2", "echo", map[string]any{"v": "y"})}}}
+	}
+	opts := llm.LLMOptions{Tools: []llm.Tool{echoTool("echo")}}
+	s := newLLM(t, scripted.NewT(t, steps()...), opts).StreamStep(context.Background(), nil, llm.Text("go"))
+	var want []llm.StreamEventType
+	for ev, err := range s.Events() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, ev.Type)
+	}
+	wantTurn, err := s.Turn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		got    []llm.StreamEventType
+		inside atomic.Int32
+	)
+	gotTurn, err := newLLM(t, scripted.NewT(t, steps()...), opts).EmitStep(context.Background(), nil, func(ev llm.StreamEvent) {
+		if inside.Add(1) != 1 {
+			t.Error("emit called while another call is running")
+		}
+		got = append(got, ev.Type)
+		inside.Add(-1)
+	}, llm.Text("go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Tool execution events of concurrent calls may interleave
+	// differently: the events are compared as a multiset.
+	if diff := cmp.Diff(want, got, cmpopts.SortSlices(func(a, b llm.StreamEventType) bool { return a < b })); diff != "" {
+		t.Errorf("events (-StreamStep +EmitStep):\n%s", diff)
+	}
+	if diff := cmp.Diff(turnShape(wantTurn), turnShape(gotTurn)); diff != "" {
+		t.Errorf("turn (-StreamStep +EmitStep):\n%s", diff)
+	}
+
+	m := scripted.NewT(t)
+	m.Caps.Streaming = false
+	if _, err := newLLM(t, m, llm.LLMOptions{}).EmitStep(context.Background(), nil, func(llm.StreamEvent) {}, llm.Text("go")); !errors.Is(err, llm.InvalidRequest) {
+		t.Errorf("EmitStep on a provider without streaming = %v, want INVALID_REQUEST", err)
+	}
 }

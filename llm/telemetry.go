@@ -101,11 +101,22 @@ func (l *LLMInstance) endChat(ctx context.Context, span trace.Span, start time.T
 }
 
 // startTool starts the span of one tool call.
-func (l *LLMInstance) startTool(ctx context.Context, tool *Tool, call ToolCall) (context.Context, trace.Span) {
-	ctx, span := l.tracer.Start(ctx, toolName(tool.Name), trace.WithSpanKind(trace.SpanKindInternal))
-	if !span.IsRecording() {
-		return ctx, span
+func (l *LLMInstance) startTool(ctx context.Context, tool *Tool, call *ToolCall) (context.Context, trace.Span) {
+	ctx, span := l.tracer.Start(ctx, toolName(tool.Name), toolSpanKind)
+	if span.IsRecording() {
+		setToolAttributes(span, tool, call)
 	}
+	return ctx, span
+}
+
+var toolSpanKind = trace.WithSpanKind(trace.SpanKindInternal)
+
+// setToolAttributes sets the attributes of a recording execute_tool span
+// (apart, so that a tool goroutine without tracing runs on a small
+// stack frame).
+//
+//go:noinline
+func setToolAttributes(span trace.Span, tool *Tool, call *ToolCall) {
 	attrs := make([]attribute.KeyValue, 0, 6)
 	attrs = append(attrs,
 		telemetry.GenAIOperationName.String(telemetry.OpExecuteTool),
@@ -124,11 +135,10 @@ func (l *LLMInstance) startTool(ctx context.Context, tool *Tool, call ToolCall) 
 		attrs = append(attrs, telemetry.GenAIToolCallArguments.String(args))
 	}
 	span.SetAttributes(attrs...)
-	return ctx, span
 }
 
 // endTool ends the span of one tool call with its outcome.
-func endTool(span trace.Span, x ToolExecution) {
+func endTool(span trace.Span, x *ToolExecution) {
 	if span.IsRecording() {
 		if telemetry.CaptureContent() {
 			span.SetAttributes(telemetry.GenAIToolCallResult.String(ResultText(x.Result)))

@@ -56,15 +56,25 @@ type Tool struct {
 
 // NewTool returns a Tool whose Run decodes the arguments into Args (through
 // JSON, so struct tags apply) before calling fn. A decoding failure becomes
-// an error result for the model, never a panic.
+// an error result for the model, never a panic. When the call carries the
+// model's argument text (ToolCall.ArgumentsJSON) and the arguments were not
+// replaced by a hook, Args is decoded from that text directly.
 func NewTool[Args any](name, description string, parameters Schema, fn func(ctx context.Context, args Args) (any, error)) Tool {
 	return Tool{
 		Name:        name,
 		Description: description,
 		Parameters:  parameters,
-		Run: func(ctx context.Context, raw map[string]any) (any, error) {
+		Run: func(ctx context.Context, m map[string]any) (any, error) {
 			var args Args
-			b, err := json.Marshal(raw)
+			// The model's own text, when the loop has it and the map is
+			// the call's, is decoded once; otherwise (or when that fails,
+			// for a number such as 2.0 given for an integer) the map is
+			// decoded through JSON, as it always was.
+			if raw := rawArguments(ctx, m); raw != nil && json.Unmarshal(raw, &args) == nil {
+				return fn(ctx, args)
+			}
+			args = *new(Args)
+			b, err := json.Marshal(m)
 			if err == nil {
 				err = json.Unmarshal(b, &args)
 			}
@@ -81,6 +91,12 @@ type ToolCall struct {
 	ToolCallID string
 	ToolName   string
 	Arguments  map[string]any
+	// ArgumentsJSON is the JSON object Arguments was decoded from, as the
+	// model sent it, when the provider kept it (NewToolCall does); nil
+	// otherwise. It is not part of the JSON form. Tools made by NewTool
+	// decode it into their typed input directly instead of re-encoding
+	// Arguments. Like the rest of a message, it must not be modified.
+	ArgumentsJSON json.RawMessage
 	// RawArguments holds the model's argument text when it was not a JSON
 	// object (Arguments is then nil). The loop answers such a call with an
 	// error result instead of running the tool. Empty otherwise.
@@ -163,7 +179,7 @@ func (s *ToolUseStrategy) maxIterations() int {
 type callKey struct{}
 
 type callInfo struct {
-	call  ToolCall
+	call  *ToolCall // in the round's calls, which are immutable
 	round *round
 	index int
 }
@@ -186,7 +202,7 @@ func ToolCallFrom(ctx context.Context) (call ToolCall, ok bool) {
 	if !ok {
 		return ToolCall{}, false
 	}
-	return c.call, true
+	return *c.call, true
 }
 
 // roundFrom returns the round a tool's Run belongs to and the call's index

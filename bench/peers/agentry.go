@@ -10,15 +10,19 @@ import (
 )
 
 // agentryModel is the fake model as an llm.LLMProvider and llm.Handler.
-// Tool call arguments are a map in agentry's model interface, so the fake
-// decodes the argument text; tool results are Go values, so it renders them
-// with llm.ResultText as a provider adapter does.
+// A tool call carries its arguments decoded (a map) and as the model's
+// text, so the fake builds its calls from the argument text with
+// llm.NewToolCall, as agentry's provider adapters do; tool results are Go
+// values, so it renders them with llm.ResultText as a provider adapter
+// does.
 type agentryModel struct{ rec *scenario.Record }
 
 func (agentryModel) Name() string                                         { return "fake" }
 func (agentryModel) Version() string                                      { return "1.0.0" }
 func (m agentryModel) LLMHandler(llm.ModelReference) (llm.Handler, error) { return m, nil }
-func (agentryModel) Capabilities() llm.LLMCapabilities                    { return llm.LLMCapabilities{Tools: true} }
+func (agentryModel) Capabilities() llm.LLMCapabilities {
+	return llm.LLMCapabilities{Tools: true, Streaming: true}
+}
 
 func (m agentryModel) Complete(_ context.Context, req *llm.Request) (*llm.Response, error) {
 	m.rec.Model()
@@ -34,23 +38,16 @@ func (m agentryModel) Complete(_ context.Context, req *llm.Request) (*llm.Respon
 		return &llm.Response{Message: llm.NewAssistantMessage([]llm.ContentBlock{llm.TextBlock{Text: scenario.Answer}}, nil),
 			Usage: usage, StopReason: "end_turn"}, nil
 	}
-	wargs, err := scenario.DecodeArgs(scenario.WeatherArgs)
-	if err != nil {
-		return nil, err
-	}
-	cargs, err := scenario.DecodeArgs(scenario.ClockArgs)
-	if err != nil {
-		return nil, err
-	}
 	calls := []llm.ToolCall{
-		{ToolCallID: scenario.WeatherID, ToolName: scenario.WeatherName, Arguments: wargs},
-		{ToolCallID: scenario.ClockID, ToolName: scenario.ClockName, Arguments: cargs},
+		llm.NewToolCall(scenario.WeatherID, scenario.WeatherName, []byte(scenario.WeatherArgs)),
+		llm.NewToolCall(scenario.ClockID, scenario.ClockName, []byte(scenario.ClockArgs)),
+	}
+	for _, c := range calls {
+		if c.Arguments == nil {
+			return nil, errors.New("fake model: arguments are not a JSON object")
+		}
 	}
 	return &llm.Response{Message: llm.NewAssistantMessage(nil, calls), Usage: usage, StopReason: "tool_use"}, nil
-}
-
-func (agentryModel) Stream(context.Context, *llm.Request, func(llm.StreamEvent)) (*llm.Response, error) {
-	return nil, errors.New("fake model: streaming is not part of the scenario")
 }
 
 var (

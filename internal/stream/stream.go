@@ -7,6 +7,8 @@ import (
 	"context"
 	"iter"
 	"sync"
+
+	"github.com/agentry-dev/agentry/internal/stack"
 )
 
 // Stream is a running (or not yet started) producer of events of type E
@@ -43,11 +45,17 @@ func Failed[E, R any](ctx context.Context, err error) *Stream[E, R] {
 func (s *Stream[E, R]) begin() {
 	s.start.Do(func() {
 		go func() {
+			stack.Grow() // the producer runs a whole generation
 			defer close(s.done)
 			var mu sync.Mutex // concurrent producers (tool calls) emit one at a time
 			emit := func(ev E) {
 				mu.Lock()
 				defer mu.Unlock()
+				select {
+				case s.events <- ev:
+					return
+				default:
+				}
 				select {
 				case s.events <- ev:
 				case <-s.ctx.Done():

@@ -14,6 +14,16 @@ import (
 // response and the last structured data.
 func Merge(input llm.Message, turns ...*llm.Turn) *llm.Turn {
 	t := &llm.Turn{}
+	nm, nx := 1, 0
+	for _, x := range turns {
+		if x != nil {
+			nm, nx = nm+len(x.Messages), nx+len(x.ToolExecutions)
+		}
+	}
+	t.Messages = make([]llm.Message, 0, nm)
+	if nx > 0 {
+		t.ToolExecutions = make([]llm.ToolExecution, 0, nx)
+	}
 	if input != nil {
 		t.Messages = append(t.Messages, input)
 	}

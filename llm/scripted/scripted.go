@@ -278,7 +278,9 @@ func (m *Model) stream(ctx context.Context, req *llm.Request, emit func(llm.Stre
 			return nil, err
 		}
 		args := c.RawArguments
-		if args == "" {
+		if args == "" && c.ArgumentsJSON != nil {
+			args = string(c.ArgumentsJSON)
+		} else if args == "" {
 			b, _ := json.Marshal(c.Arguments)
 			args = string(b)
 		}
