@@ -114,18 +114,19 @@ func quote(s string) string {
 	return string(b)
 }
 
-// parseArgs parses tool input text: a JSON object gives arguments; an
-// empty or null input is the empty object; anything else is returned as
-// raw text.
-func parseArgs(raw string) (args map[string]any, rawText string) {
-	t := strings.TrimSpace(raw)
-	if t == "" || t == "null" {
-		return map[string]any{}, ""
+// toolCall is a tool_use block's call: an input that is a JSON object
+// gives Arguments, and is kept as ArgumentsJSON; an empty or null input is
+// the empty object; anything else is kept as RawArguments.
+func toolCall(id, name string, input []byte) llm.ToolCall {
+	t := bytes.TrimSpace(input)
+	if len(t) == 0 || string(t) == "null" {
+		return llm.ToolCall{ToolCallID: id, ToolName: name, Arguments: map[string]any{}}
 	}
-	if err := json.Unmarshal([]byte(t), &args); err != nil || args == nil {
-		return nil, raw
+	c := llm.NewToolCall(id, name, t)
+	if c.Arguments == nil {
+		c.RawArguments = string(input)
 	}
-	return args, ""
+	return c
 }
 
 // compactJSON returns raw without insignificant space, or raw itself when
@@ -186,8 +187,7 @@ func toResponse(m *apiMessage, mode outputMode) (*llm.Response, error) {
 			if id == "" {
 				id = newToolCallID()
 			}
-			args, raw := parseArgs(string(b.Input))
-			calls = append(calls, llm.ToolCall{ToolCallID: id, ToolName: b.Name, Arguments: args, RawArguments: raw})
+			calls = append(calls, toolCall(id, b.Name, b.Input))
 		}
 		// Server-tool and other block types have no UPP form; they are
 		// not part of the message.

@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentry-dev/agentry/internal/ids"
-	"github.com/agentry-dev/agentry/llm"
+	"github.com/agentry-dev/agentry/llm/internal/providertest"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/agentry-dev/agentry/internal/ids"
+	"github.com/agentry-dev/agentry/llm"
 )
 
 func TestGenerate_PlainReply(t *testing.T) {
@@ -108,7 +111,8 @@ func TestGenerate_ParallelToolRoundTrip(t *testing.T) {
 		{ToolName: "get_weather", Arguments: map[string]any{"city": "Paris"}},
 		{ToolName: "get_time", Arguments: map[string]any{"city": "Paris", "format": "24h"}},
 	}
-	if diff := cmp.Diff(wantCalls, asked.ToolCalls, cmpopts.IgnoreFields(llm.ToolCall{}, "ToolCallID")); diff != "" {
+	providertest.CheckArgumentsJSON(t, asked.ToolCalls)
+	if diff := cmp.Diff(wantCalls, asked.ToolCalls, cmpopts.IgnoreFields(llm.ToolCall{}, "ToolCallID"), providertest.IgnoreArgumentsJSON); diff != "" {
 		t.Errorf("tool calls (-want +got):\n%s", diff)
 	}
 	for _, c := range asked.ToolCalls {

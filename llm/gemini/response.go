@@ -292,9 +292,11 @@ func (a *assembler) addCall(fc *functionCall, sig string) error {
 		args = []byte("{}")
 		call.Arguments = map[string]any{}
 	case args[0] == '{':
-		if err := json.Unmarshal(args, &call.Arguments); err != nil {
-			return llm.NewError(llm.InvalidResponse, name, "malformed function call arguments", err)
+		c := llm.NewToolCall(call.ToolCallID, call.ToolName, args)
+		if c.Arguments == nil {
+			return llm.NewError(llm.InvalidResponse, name, "malformed function call arguments", nil)
 		}
+		call.Arguments, call.ArgumentsJSON = c.Arguments, c.ArgumentsJSON
 	default:
 		call.RawArguments = string(args)
 	}

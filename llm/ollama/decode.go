@@ -145,9 +145,8 @@ func toolCall(tc replyToolCall) (llm.ToolCall, string) {
 			return call, "{}"
 		}
 	}
-	var args map[string]any
-	if err := json.Unmarshal([]byte(text), &args); err == nil && args != nil {
-		call.Arguments = args
+	if c := llm.NewToolCall(call.ToolCallID, call.ToolName, []byte(text)); c.Arguments != nil {
+		call.Arguments, call.ArgumentsJSON = c.Arguments, c.ArgumentsJSON
 		var buf bytes.Buffer
 		if json.Compact(&buf, []byte(text)) == nil {
 			text = buf.String()

@@ -134,19 +134,10 @@ func (b builder) arguments(c llm.ToolCall) (string, error) {
 // toolCall is a call decoded from a reply. Its argument text gives
 // Arguments when it is a JSON object, else nil Arguments and the text as
 // RawArguments; empty text is an empty object.
+// The text is kept as the call's ArgumentsJSON (llm.NewToolCall), so a
+// typed tool decodes it directly.
 func toolCall(id, name, args string) llm.ToolCall {
-	c := llm.ToolCall{ToolCallID: id, ToolName: name}
-	if strings.TrimSpace(args) == "" {
-		c.Arguments = map[string]any{}
-		return c
-	}
-	var m map[string]any
-	if err := json.Unmarshal([]byte(args), &m); err == nil && m != nil {
-		c.Arguments = m
-	} else {
-		c.RawArguments = args
-	}
-	return c
+	return llm.NewToolCall(id, name, []byte(args))
 }
 
 // newCallID is the ID given to a call the vendor sent without one.
