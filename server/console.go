@@ -147,7 +147,7 @@ func (s *Server) mountConsole() {
 	}, pages))
 	s.core.handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
 	s.core.handle("POST /console/login", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.failed.Tokens() < 1 {
+		if a.failed.TokensAt(a.now()) < 1 {
 			w.Header().Set("Retry-After", "1")
 			login(w, http.StatusTooManyRequests, "Too many failed logins: wait a moment.")
 			return
@@ -158,7 +158,7 @@ func (s *Server) mountConsole() {
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(s.cfg.Token)) != 1 {
-			a.failed.Allow()
+			a.failed.AllowN(a.now(), 1)
 			login(w, http.StatusUnauthorized, "That is not the server's token.")
 			return
 		}

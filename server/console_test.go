@@ -82,7 +82,9 @@ func TestConsole_EveryRouteNeedsTheTokenOrASession(t *testing.T) {
 // wrong ones logins wait (429) — the right token too, so guessing gains
 // nothing from the limit.
 func TestConsole_Login(t *testing.T) {
-	_, h := consoleServer(t)
+	srv, h := consoleServer(t)
+	at := time.Now()
+	server.SetConsoleClock(srv, func() time.Time { return at }) // no login is given back while the test runs
 	form := func(token string) consoleReq {
 		return consoleReq{method: "POST", path: "/console/login", body: url.Values{"token": {token}}.Encode(),
 			header: map[string]string{"Content-Type": "application/x-www-form-urlencoded"}}
@@ -107,6 +109,10 @@ func TestConsole_Login(t *testing.T) {
 	}
 	if rec := form("s3cret").do(h); rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
 		t.Errorf("login after 11 wrong tokens: %d, want 429 with Retry-After", rec.Code)
+	}
+	at = at.Add(2 * time.Second) // two logins given back
+	if rec := form("s3cret").do(h); rec.Code != http.StatusSeeOther {
+		t.Errorf("login two seconds later: %d, want 303", rec.Code)
 	}
 	rec = consoleReq{method: "POST", path: "/console/logout", cookie: c.Value}.do(h)
 	if out := rec.Result().Cookies(); rec.Code != http.StatusSeeOther || len(out) != 1 || out[0].MaxAge >= 0 {
