@@ -76,7 +76,9 @@ type benchCall struct {
 //     — the human's part — happen before the timer starts.
 //
 // The journals are the memory journal and the file journal in a
-// temporary directory (real fsyncs; fsyncs/op reports them). The g=N
+// temporary directory (real fsyncs; fsyncs/op reports them). cpu-ns/op
+// is the process's CPU time per call (all goroutines, the garbage
+// collector's included), steadier than ns/op on a shared machine. The g=N
 // variants make the file journal's write calls from N goroutines, as
 // concurrent agents would (calls made together belong to different
 // runs), so that they share fsyncs (group commit); their ns/op is wall
@@ -149,6 +151,7 @@ func benchGoverned(b *testing.B, tier govern.Tier, bj benchJournal, parallel int
 	if fsyncs != nil {
 		before = fsyncs.Load()
 	}
+	cpu0, cpuOK := cpuTime()
 	b.ResetTimer()
 	if parallel == 0 {
 		for _, c := range calls {
@@ -168,6 +171,9 @@ func benchGoverned(b *testing.B, tier govern.Tier, bj benchJournal, parallel int
 		})
 	}
 	b.StopTimer()
+	if cpu1, ok := cpuTime(); ok && cpuOK {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+	}
 	if fsyncs != nil {
 		b.ReportMetric(float64(fsyncs.Load()-before)/float64(b.N), "fsyncs/op")
 	}

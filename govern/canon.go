@@ -2,6 +2,8 @@ package govern
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"math"
 	"slices"
 	"strconv"
@@ -83,7 +85,7 @@ func appendCanonicalRecord(b []byte, r *Record) (_ []byte, ok bool) {
 	b = strconv.AppendUint(append(b, `,"seq":`...), r.Seq, 10)
 	b = appendOptional(b, "span_id", r.SpanID)
 	b = append(b, `,"timestamp":"`...)
-	b = r.Timestamp.UTC().AppendFormat(b, TimeFormat)
+	b = canonical.AppendTimeMillis(b, r.Timestamp.Time)
 	b = append(b, '"')
 	b = appendOptional(b, "to", r.To)
 	b = appendOptional(b, "tool", r.Tool)
@@ -108,22 +110,33 @@ func appendOptional[S ~string](b []byte, key string, v S) []byte {
 func validStrings(r *Record) bool {
 	for _, s := range [...]string{r.Prev, string(r.Kind), r.RequestID, r.TraceID, r.ParentTraceID, r.SpanID, r.Node,
 		r.Actor.ID, string(r.Actor.Kind), string(r.From), string(r.To), r.Tool, r.CallID, string(r.Outcome), r.Unique} {
-		if !utf8.ValidString(s) {
+		if !validUTF8(s) {
 			return false
 		}
 	}
 	for _, s := range r.Reasons {
-		if !utf8.ValidString(string(s)) {
+		if !validUTF8(string(s)) {
 			return false
 		}
 	}
 	return true
 }
 
+// validUTF8 is utf8.ValidString, quicker on ASCII.
+func validUTF8(s string) bool {
+	n := canonical.PlainRunString(s)
+	return n == len(s) || utf8.ValidString(s[n:])
+}
+
 // appendCanonicalJSON appends the JCS form of the JSON text data, or
 // reports !ok (see appendCanonicalRecord).
 func appendCanonicalJSON(b, data []byte) ([]byte, bool) {
-	p := canonParser{in: data}
+	p := canonParsers.Get().(*canonParser)
+	defer func() {
+		p.in, p.i = nil, 0
+		canonParsers.Put(p)
+	}()
+	p.in = data
 	out, ok := p.value(b, 0)
 	if !ok {
 		return b, false
@@ -133,6 +146,31 @@ func appendCanonicalJSON(b, data []byte) ([]byte, bool) {
 		return b, false
 	}
 	return out, true
+}
+
+// canonParsers recycles parsers, for their members and tmp buffers.
+var canonParsers = sync.Pool{New: func() any { return new(canonParser) }}
+
+// canonicalPayloadHash is PayloadHash by the direct path: the hash of the
+// JCS form appendCanonicalJSON writes, or !ok.
+func canonicalPayloadHash(payload []byte) (string, bool) {
+	buf := canonBufs.Get().(*[]byte)
+	defer canonBufs.Put(buf)
+	canon, ok := appendCanonicalJSON((*buf)[:0], payload)
+	if !ok {
+		return "", false
+	}
+	*buf = canon[:0]
+	return hashString(sha256.Sum256(canon)), true
+}
+
+// hashString is "sha256:" + the lowercase hex of sum, in one allocation.
+func hashString(sum [sha256.Size]byte) string {
+	const prefix = "sha256:"
+	var b [len(prefix) + 2*sha256.Size]byte
+	copy(b[:], prefix)
+	hex.Encode(b[len(prefix):], sum[:])
+	return string(b[:])
 }
 
 // canonMaxDepth bounds the nesting appendCanonicalJSON accepts (deeper
@@ -196,9 +234,15 @@ func (p *canonParser) value(b []byte, depth int) ([]byte, bool) {
 			}
 		}
 	case c == '"':
+		start := p.i
 		s, ok := p.string()
 		if !ok {
 			return b, false
+		}
+		if raw := p.in[start:p.i]; len(raw) == len(s)+2 {
+			// No escape: JCS writes the string as it is (control
+			// characters cannot be in it unescaped).
+			return append(b, raw...), true
 		}
 		return canonical.AppendString(b, s), true
 	case c == '-' || c >= '0' && c <= '9':
@@ -215,7 +259,7 @@ func (p *canonParser) value(b []byte, depth int) ([]byte, bool) {
 }
 
 // A canonMember is a member of an object being canonicalized: its key
-// and the span of its canonical value from the object's start.
+// and the span of its canonical "key":value from the object's start.
 type canonMember struct {
 	key        []byte
 	start, end int
@@ -228,19 +272,24 @@ func (p *canonParser) object(b []byte, depth int) ([]byte, bool) {
 		p.i++
 		return append(b, '{', '}'), true
 	}
-	// The values are written to b in the input's order, then the object is
-	// rewritten sorted; the members of nested objects stack on p.members.
+	// The members are written to b in the input's order, and rewritten
+	// sorted unless they already are; the members of nested objects stack
+	// on p.members.
 	base, objStart := len(p.members), len(b)
 	defer func() { p.members = p.members[:base] }()
+	b = append(b, '{')
+	sorted := true
 	for {
 		p.space()
 		if p.i == len(p.in) || p.in[p.i] != '"' {
 			return b, false
 		}
+		keyStart := p.i
 		key, ok := p.string()
 		if !ok {
 			return b, false
 		}
+		rawKey := p.in[keyStart:p.i]
 		for _, c := range key {
 			if c >= utf8.RuneSelf {
 				return b, false // UTF-16 order: the general path sorts it
@@ -251,7 +300,16 @@ func (p *canonParser) object(b []byte, depth int) ([]byte, bool) {
 			return b, false
 		}
 		p.i++
+		if n := len(p.members); n > base {
+			b = append(b, ',')
+			sorted = sorted && bytes.Compare(p.members[n-1].key, key) < 0
+		}
 		start := len(b)
+		if len(rawKey) == len(key)+2 { // no escape: JCS writes it as it is
+			b = append(append(b, rawKey...), ':')
+		} else {
+			b = append(canonical.AppendString(b, key), ':')
+		}
 		if b, ok = p.value(b, depth+1); !ok {
 			return b, false
 		}
@@ -269,8 +327,11 @@ func (p *canonParser) object(b []byte, depth int) ([]byte, bool) {
 		}
 		p.i++
 	}
+	if sorted { // strictly ascending: no duplicate either
+		return append(b, '}'), true
+	}
 	members := p.members[base:]
-	slices.SortFunc(members, func(x, y canonMember) int { return bytes.Compare(x.key, y.key) })
+	sortMembers(members)
 	p.tmp = append(p.tmp[:0], b[objStart:]...)
 	b = append(b[:objStart], '{')
 	for i, m := range members {
@@ -280,11 +341,23 @@ func (p *canonParser) object(b []byte, depth int) ([]byte, bool) {
 			}
 			b = append(b, ',')
 		}
-		b = canonical.AppendString(b, m.key)
-		b = append(b, ':')
 		b = append(b, p.tmp[m.start:m.end]...)
 	}
 	return append(b, '}'), true
+}
+
+// sortMembers sorts members by key: by insertion for the few members of
+// most objects.
+func sortMembers(members []canonMember) {
+	if len(members) > 16 {
+		slices.SortFunc(members, func(x, y canonMember) int { return bytes.Compare(x.key, y.key) })
+		return
+	}
+	for i := 1; i < len(members); i++ {
+		for j := i; j > 0 && string(members[j].key) < string(members[j-1].key); j-- {
+			members[j], members[j-1] = members[j-1], members[j]
+		}
+	}
 }
 
 // string reads a JSON string at p.i (its opening quote) and returns its
@@ -293,13 +366,15 @@ func (p *canonParser) object(b []byte, depth int) ([]byte, bool) {
 func (p *canonParser) string() ([]byte, bool) {
 	p.i++ // "
 	start := p.i
+	p.i += canonical.PlainRun(p.in[p.i:])
+	plain := p.i // the bytes before are ASCII
 	for p.i < len(p.in) {
 		c := p.in[p.i]
 		switch {
 		case c == '"':
 			s := p.in[start:p.i]
 			p.i++
-			return s, utf8.Valid(s)
+			return s, utf8.Valid(p.in[plain : p.i-1])
 		case c == '\\':
 			return p.escapedString(start)
 		case c < 0x20:

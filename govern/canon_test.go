@@ -174,3 +174,59 @@ func BenchmarkComputeHash(b *testing.B) {
 		}
 	})
 }
+
+// payloadCases are JSON texts for PayloadHash: the direct path takes the
+// first eight (the last of which PayloadHash refuses before either path:
+// checkExactIntegers), the general path the rest (or refuses them).
+var payloadCases = []string{`{"ok":true}`, `{"b":1,"a":[1.5,"x\u00e9",null,false],"c":{}}`, ` [ 1e21 , -0 , 0.1 ] `,
+	`"s<>&\u2028"`, `123456789012345`, `{"n":9007199254740992}`, `null`, `{"n":9007199254740993}`,
+	`{"é":1}`, `{"a":1,"a":2}`, `"\ud800"`, "\"\xff\"", `{} {}`, `01`, `{a:1}`, `1e400`}
+
+// checkPayloadHash compares PayloadHash's direct path with its general
+// one on payload; it returns whether the direct path took it.
+func checkPayloadHash(t *testing.T, payload []byte) bool {
+	t.Helper()
+	direct, ok := canonicalPayloadHash(payload)
+	general, err := payloadHashJCS(payload)
+	switch {
+	case !ok:
+		return false
+	case err != nil:
+		t.Errorf("PayloadHash(%q): the direct path hashed it where the general path fails: %v", payload, err)
+	case direct != general:
+		t.Errorf("PayloadHash(%q): direct %s, general %s", payload, direct, general)
+	}
+	return true
+}
+
+// TestPayloadHashMatchesJCS: an evidence payload's hash is the same by
+// the direct canonical form as by gowebpki/jcs, and what the direct form
+// does not take, PayloadHash leaves to jcs.
+func TestPayloadHashMatchesJCS(t *testing.T) {
+	for i, p := range payloadCases {
+		took := checkPayloadHash(t, []byte(p))
+		if want := i < 8; took != want {
+			t.Errorf("PayloadHash(%q): direct path took it = %t, want %t", p, took, want)
+		}
+		got, gotErr := PayloadHash(json.RawMessage(p))
+		var want string
+		wantErr := checkExactIntegers([]byte(p))
+		if wantErr == nil {
+			want, wantErr = payloadHashJCS([]byte(p))
+		}
+		if got != want || (gotErr == nil) != (wantErr == nil) {
+			t.Errorf("PayloadHash(%q) = %q, %v; the general path %q, %v", p, got, gotErr, want, wantErr)
+		}
+	}
+}
+
+// FuzzPayloadHash: wherever PayloadHash's direct path is taken, it hashes
+// what the general path (gowebpki/jcs) hashes.
+func FuzzPayloadHash(f *testing.F) {
+	for _, p := range payloadCases {
+		f.Add([]byte(p))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		checkPayloadHash(t, payload)
+	})
+}

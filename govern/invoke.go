@@ -175,7 +175,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	if args == nil {
 		args = map[string]any{}
 	}
-	argsRaw, err := json.Marshal(args)
+	argsRaw, err := marshalValue(args)
 	if err != nil {
 		return nil, fmt.Errorf("govern: tool arguments are not JSON-encodable: %w", err)
 	}
@@ -224,7 +224,8 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	// Invoke of the same ID reports it running instead of running it a
 	// second time; a refused call gives the ID back.
 	prev, hadPrev := r.calls[call.ID]
-	r.calls[call.ID] = &callState{tool: spec.Name, argsHash: argsHash, status: recordkind.Intent, tier: tier}
+	cs := &callState{tool: spec.Name, argsHash: argsHash, status: recordkind.Intent, tier: tier}
+	r.calls[call.ID] = cs
 	reserved := true
 	r.mu.Unlock()
 	defer func() {
@@ -280,7 +281,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	if grant.decided != nil {
 		r.approvals[grant.decided.ID] = grant.decided
 	}
-	r.calls[call.ID] = &callState{tool: spec.Name, argsHash: argsHash, status: recordkind.Intent, tier: tier}
+	r.calls[call.ID] = cs // the reservation, now the call's state
 	if write {
 		r.wrote = true
 		if intent.Rollback != nil {
@@ -312,9 +313,9 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 		// hashed unambiguously fails the call (journaled like any failure)
 		// rather than leaving it "running" forever.
 		var err error
-		if resRaw, err = json.Marshal(result); err != nil {
+		if resRaw, err = marshalValue(result); err != nil {
 			runErr, reason = fmt.Errorf("tool result is not JSON: %w", err), EvidenceInvalid
-		} else if ev, err = r.sealEvidence(Evidence{EvidenceType: ToolResult, Source: spec.Name, Actor: "tool:" + spec.Name, Payload: resRaw,
+		} else if ev, err = r.sealOwnEvidence(Evidence{EvidenceType: ToolResult, Source: spec.Name, Actor: "tool:" + spec.Name, Payload: resRaw,
 			Extra: map[string]any{MetaCallID: call.ID}}, spec.Name); err != nil {
 			runErr, reason = err, EvidenceInvalid
 			var ge *Error
@@ -331,7 +332,7 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 			return nil, err
 		}
 		r.mu.Lock()
-		r.calls[call.ID].status = recordkind.Failed
+		cs.status = recordkind.Failed
 		r.noteOutcomeLocked(call.ID, &Error{Reasons: []Reason{reason}, Tool: spec.Name, CallID: call.ID, Detail: truncateDetail(runErr.Error())})
 		r.mu.Unlock()
 		return nil, &Error{Reasons: []Reason{reason}, Tool: spec.Name, CallID: call.ID, Detail: truncateDetail(runErr.Error()), Err: runErr}
@@ -345,7 +346,6 @@ func (r *Run) Invoke(ctx context.Context, spec ToolSpec, call Call, fn func(ctx 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	cs := r.calls[call.ID]
 	cs.status, cs.result, cs.evidence = recordkind.Commit, resRaw, evidence
 	r.forgetRefusalLocked(call.ID)
 	delete(r.outcomes, call.ID)

@@ -132,8 +132,7 @@ func (r *Record) ComputeHash() (string, error) {
 	defer canonBufs.Put(buf)
 	if canon, ok := appendCanonicalRecord((*buf)[:0], r); ok {
 		*buf = canon[:0]
-		sum := sha256.Sum256(canon)
-		return "sha256:" + hex.EncodeToString(sum[:]), nil
+		return hashString(sha256.Sum256(canon)), nil
 	}
 	return r.computeHashJCS()
 }
@@ -176,16 +175,24 @@ var ErrChainBroken = errors.New("govern: journal chain broken")
 
 // ChainVerifier checks a journal's records one by one, in order.
 type ChainVerifier struct {
-	prev  *Record
+	prev  Record // the last record that passed, when count > 0
 	count uint64
 }
 
 // Next checks r against the record before it: consecutive Seq starting at
 // 1, Prev equal to the previous Hash, Hash equal to r's computed hash.
 func (v *ChainVerifier) Next(r Record) error {
+	h, err := r.ComputeHash()
+	return v.NextComputed(r, h, err)
+}
+
+// NextComputed is Next for a record whose hash was computed already:
+// hash and err are what r.ComputeHash returned. A reader that hashes
+// records concurrently checks the chain with it, in order.
+func (v *ChainVerifier) NextComputed(r Record, hash string, err error) error {
 	want := uint64(1)
 	wantPrev := ""
-	if v.prev != nil {
+	if v.count > 0 {
 		want, wantPrev = v.prev.Seq+1, v.prev.Hash
 	}
 	switch {
@@ -194,15 +201,13 @@ func (v *ChainVerifier) Next(r Record) error {
 	case r.Prev != wantPrev:
 		return &ChainError{Seq: r.Seq, Reason: "prev does not match the previous record's hash"}
 	}
-	h, err := r.ComputeHash()
 	if err != nil {
 		return &ChainError{Seq: r.Seq, Reason: err.Error()}
 	}
-	if h != r.Hash {
+	if hash != r.Hash {
 		return &ChainError{Seq: r.Seq, Reason: "hash does not match the record's content (it was edited)"}
 	}
-	rc := r
-	v.prev = &rc
+	v.prev = r
 	v.count++
 	return nil
 }
@@ -211,7 +216,13 @@ func (v *ChainVerifier) Next(r Record) error {
 func (v *ChainVerifier) Count() uint64 { return v.count }
 
 // Head returns the last record that passed, or nil.
-func (v *ChainVerifier) Head() *Record { return v.prev }
+func (v *ChainVerifier) Head() *Record {
+	if v.count == 0 {
+		return nil
+	}
+	h := v.prev
+	return &h
+}
 
 // VerifyChain reads every record of j and checks the chain. It returns the
 // number of records checked.

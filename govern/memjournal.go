@@ -15,8 +15,11 @@ import (
 
 // memoryJournal is NewMemoryJournal's journal.
 type memoryJournal struct {
-	mu     sync.RWMutex
-	recs   []Record
+	mu sync.RWMutex
+	// recs are the records in chunks of memChunk (the last one filling),
+	// so that a long journal grows without copying what it holds.
+	recs   [][]Record
+	n      int // records in recs
 	unique map[string]bool
 	leases map[string]*memLease
 	closed bool
@@ -53,19 +56,19 @@ func (j *memoryJournal) Append(ctx context.Context, _ bool, recs ...*Record) err
 			return fmt.Errorf("govern: run %s at lease epoch %d: %w", r.RequestID, r.Epoch, ErrLeased)
 		}
 	}
-	var prev *Record
-	if n := len(j.recs); n > 0 {
-		prev = &j.recs[n-1]
-	}
-	sealed := make([]Record, 0, len(recs))
+	// Sealed in place at the end of j.recs, and cut back if one fails.
+	n := j.n
 	for _, r := range recs {
+		var prev *Record
+		if j.n > 0 {
+			prev = j.at(j.n - 1)
+		}
 		if err := Seal(prev, r); err != nil {
+			j.truncate(n)
 			return err
 		}
-		sealed = append(sealed, *r)
-		prev = &sealed[len(sealed)-1]
+		j.push(*r)
 	}
-	j.recs = append(j.recs, sealed...)
 	for k := range batch {
 		j.unique[k] = true
 	}
@@ -81,6 +84,36 @@ func (j *memoryJournal) Append(ctx context.Context, _ bool, recs ...*Record) err
 		}
 	}
 	return nil
+}
+
+// memChunk is how many records a chunk of memoryJournal.recs holds.
+const memChunk = 256
+
+// at returns record i (from 0).
+func (j *memoryJournal) at(i int) *Record { return &j.recs[i/memChunk][i%memChunk] }
+
+// push appends r.
+func (j *memoryJournal) push(r Record) {
+	if j.n%memChunk == 0 && j.n/memChunk == len(j.recs) {
+		capacity := memChunk
+		if j.n == 0 {
+			capacity = 8 // a short journal stays small
+		}
+		j.recs = append(j.recs, make([]Record, 0, capacity))
+	}
+	last := &j.recs[len(j.recs)-1]
+	*last = append(*last, r)
+	j.n++
+}
+
+// truncate cuts the journal back to its first n records.
+func (j *memoryJournal) truncate(n int) {
+	for j.n > n {
+		j.n--
+		last := &j.recs[j.n/memChunk]
+		(*last)[len(*last)-1] = Record{}
+		*last = (*last)[:len(*last)-1]
+	}
 }
 
 // Records implements Journal.
@@ -100,11 +133,11 @@ func (j *memoryJournal) Records(ctx context.Context, from uint64) iter.Seq2[Reco
 				yield(Record{}, fmt.Errorf("govern: journal is closed"))
 				return
 			}
-			if i >= uint64(len(j.recs)) {
+			if i >= uint64(j.n) {
 				j.mu.RUnlock()
 				return
 			}
-			r := j.recs[i]
+			r := *j.at(int(i))
 			j.mu.RUnlock()
 			if !yield(r, nil) {
 				return

@@ -145,7 +145,7 @@ func (r *Run) record(kind RecordKind) *Record {
 // (or is about to).
 func (r *Run) appendData(ctx context.Context, sync bool, rec *Record, data any, before ...*Record) error {
 	if data != nil {
-		b, err := json.Marshal(data)
+		b, err := marshalData(data)
 		if err != nil {
 			return fmt.Errorf("govern: journal record data: %w", err)
 		}
@@ -272,9 +272,14 @@ func (r *Run) AddEvidence(ctx context.Context, ev Evidence) (Evidence, error) {
 	return ev.Clone(), nil
 }
 
-// sealEvidence validates ev and fills what the governor owns.
+// sealEvidence validates a copy of ev and fills what the governor owns.
 func (r *Run) sealEvidence(ev Evidence, defaultSource string) (Evidence, error) {
-	ev = ev.Clone()
+	return r.sealOwnEvidence(ev.Clone(), defaultSource)
+}
+
+// sealOwnEvidence is sealEvidence of evidence nothing else holds (its
+// Payload and Extra made for it), which it need not copy.
+func (r *Run) sealOwnEvidence(ev Evidence, defaultSource string) (Evidence, error) {
 	if ev.EvidenceType == "" {
 		ev.EvidenceType = CustomEvidence
 	}

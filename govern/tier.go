@@ -17,8 +17,13 @@ var tierNames = map[Tier]string{ReadOnly: "read_only", WriteLowRisk: "write_low_
 
 // String returns the tier's wire name ("read_only", …), or "unknown".
 func (t Tier) String() string {
-	if s, ok := tierNames[t]; ok {
-		return s
+	switch t {
+	case ReadOnly:
+		return "read_only"
+	case WriteLowRisk:
+		return "write_low_risk"
+	case WriteHighRisk:
+		return "write_high_risk"
 	}
 	return "unknown"
 }

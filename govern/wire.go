@@ -3,7 +3,6 @@ package govern
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -126,6 +125,9 @@ type RollbackAction struct {
 func (r *RollbackAction) Hash() (string, error) {
 	if r == nil {
 		return "", nil
+	}
+	if b, ok := appendRollback(make([]byte, 0, 128), r); ok {
+		return PayloadHash(b)
 	}
 	return hashJSON(r)
 }
@@ -322,12 +324,21 @@ func PayloadHash(payload json.RawMessage) (string, error) {
 	if err := checkExactIntegers(payload); err != nil {
 		return "", fmt.Errorf("govern: payload is not canonicalizable JSON: %w", err)
 	}
+	if h, ok := canonicalPayloadHash(payload); ok {
+		return h, nil
+	}
+	return payloadHashJCS(payload)
+}
+
+// payloadHashJCS is PayloadHash's general path, after its checks: the
+// reference for canonicalPayloadHash (FuzzPayloadHash), and the one that
+// reports what is not canonicalizable.
+func payloadHashJCS(payload []byte) (string, error) {
 	c, err := jcs.Transform(payload)
 	if err != nil {
 		return "", fmt.Errorf("govern: payload is not canonicalizable JSON: %w", err)
 	}
-	sum := sha256.Sum256(c)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return hashString(sha256.Sum256(c)), nil
 }
 
 // hashJSON returns PayloadHash of v's JSON encoding.

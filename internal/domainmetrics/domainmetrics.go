@@ -83,7 +83,9 @@ func (m *Metrics) Run(ctx context.Context, outcome string) {
 		return
 	}
 	m.runs.Inc(outcome)
-	m.oRuns.Add(ctx, 1, metric.WithAttributes(Outcome.String(outcome)))
+	if m.oRuns.Enabled(ctx) { // no attribute set built for a no-op meter
+		m.oRuns.Add(ctx, 1, metric.WithAttributes(Outcome.String(outcome)))
+	}
 }
 
 // ToolCall counts a governed tool call of an effective tier with its
@@ -93,7 +95,9 @@ func (m *Metrics) ToolCall(ctx context.Context, tier, outcome string) {
 		return
 	}
 	m.tools.Inc(tier, outcome)
-	m.oTools.Add(ctx, 1, metric.WithAttributes(telemetry.UAICPRiskTier.String(tier), Outcome.String(outcome)))
+	if m.oTools.Enabled(ctx) { // no attribute set built for a no-op meter
+		m.oTools.Add(ctx, 1, metric.WithAttributes(telemetry.UAICPRiskTier.String(tier), Outcome.String(outcome)))
+	}
 }
 
 // UAIPSession counts a UAIP session initialised on workflow.
@@ -102,7 +106,9 @@ func (m *Metrics) UAIPSession(ctx context.Context, workflow string) {
 		return
 	}
 	m.sessions.Inc(workflow)
-	m.oSessions.Add(ctx, 1, metric.WithAttributes(telemetry.UAIPWorkflow.String(workflow)))
+	if m.oSessions.Enabled(ctx) { // no attribute set built for a no-op meter
+		m.oSessions.Add(ctx, 1, metric.WithAttributes(telemetry.UAIPWorkflow.String(workflow)))
+	}
 }
 
 // UAMPRefused counts an envelope refused with a UAMP error code.
@@ -111,7 +117,9 @@ func (m *Metrics) UAMPRefused(ctx context.Context, code string) {
 		return
 	}
 	m.refused.Inc(code)
-	m.oRefused.Add(ctx, 1, metric.WithAttributes(UAMPCode.String(code)))
+	if m.oRefused.Enabled(ctx) { // no attribute set built for a no-op meter
+		m.oRefused.Add(ctx, 1, metric.WithAttributes(UAMPCode.String(code)))
+	}
 }
 
 // WriteTo writes the counters in the Prometheus text format.

@@ -40,6 +40,18 @@ var actorMembers = map[string]bool{"id": true, "kind": true}
 // compacted) and a '\n'. It is the line the file journal writes and
 // DecodeRecord reads; the audit JSONL sink writes the same lines.
 func AppendRecord(dst []byte, r *govern.Record) ([]byte, error) {
+	if b, ok := appendRecordFast(dst, r); ok {
+		if line := b[len(dst):]; len(line) <= MaxRecordSize {
+			return b, nil
+		}
+		return dst, fmt.Errorf("journal: record %d is %d bytes, more than MaxRecordSize", r.Seq, len(b)-len(dst))
+	}
+	return appendRecordJSON(dst, r)
+}
+
+// appendRecordJSON is AppendRecord by encoding/json: the reference for
+// appendRecordFast, and the path of what it does not take.
+func appendRecordJSON(dst []byte, r *govern.Record) ([]byte, error) {
 	buf := bytes.NewBuffer(dst)
 	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
@@ -63,6 +75,15 @@ func AppendRecord(dst []byte, r *govern.Record) ([]byte, error) {
 // bytes. The record's hash is not checked here (govern.ChainVerifier
 // does).
 func DecodeRecord(line []byte) (govern.Record, error) {
+	if r, ok := decodeFast(line); ok {
+		return r, nil
+	}
+	return decodeRecordJSON(line)
+}
+
+// decodeRecordJSON is DecodeRecord by encoding/json: the reference for
+// decodeFast, and the path of what it does not take (and the error).
+func decodeRecordJSON(line []byte) (govern.Record, error) {
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	if len(line) >= MaxRecordSize {
 		return govern.Record{}, fmt.Errorf("record line longer than %d bytes", MaxRecordSize)

@@ -59,6 +59,7 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -234,55 +235,204 @@ func (f *File) load() error {
 		return err
 	}
 	f.torn = fi.Size() - end
-	var (
-		v   govern.ChainVerifier
-		br  = bufio.NewReaderSize(io.NewSectionReader(f.r, 0, end), 1<<20)
-		off int64
-		acc []byte
-	)
-	for off < end {
-		chunk, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			if acc = append(acc, chunk...); len(acc) > MaxRecordSize {
-				return &govern.ChainError{Seq: uint64(len(f.offsets)) + 1, Reason: fmt.Sprintf("line %d is longer than %d bytes", len(f.offsets)+1, MaxRecordSize)}
-			}
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("the file changed while it was read: %w", err)
-		}
-		line := chunk
-		if acc != nil {
-			line, acc = append(acc, chunk...), nil
-		}
-		i := len(f.offsets)
-		f.offsets = append(f.offsets, off)
-		off += int64(len(line))
-		rec, err := DecodeRecord(line)
-		if err != nil {
-			if f.opts.ReadOnly {
-				continue // Records reports it
-			}
-			return notRecord(i, err)
-		}
-		if !f.opts.ReadOnly {
-			if err := v.Next(rec); err != nil {
-				return err
-			}
-			if rec.Unique != "" {
-				if _, dup := f.unique[rec.Unique]; dup {
-					return &govern.ChainError{Seq: rec.Seq, Reason: fmt.Sprintf("unique key %q appears a second time", rec.Unique)}
+	// One goroutine reads the lines in batches, workers decode and hash
+	// the batches concurrently, and this one checks them in order: what
+	// fails is reported as it would be line by line.
+	p := startReading(io.NewSectionReader(f.r, 0, end), end, !f.opts.ReadOnly)
+	defer p.close()
+	var v govern.ChainVerifier
+	for b := range p.order {
+		<-b.done
+		for k := range b.recs {
+			l := &b.recs[k]
+			i := len(f.offsets)
+			f.offsets = append(f.offsets, l.off)
+			f.size = l.off + l.len
+			if l.err != nil {
+				if f.opts.ReadOnly {
+					continue // Records reports it
 				}
-				f.unique[rec.Unique] = struct{}{}
+				return notRecord(i, l.err)
 			}
+			rec := &l.rec
+			if !f.opts.ReadOnly {
+				if err := v.NextComputed(*rec, l.hash, l.hashErr); err != nil {
+					return err
+				}
+				if rec.Unique != "" {
+					if _, dup := f.unique[rec.Unique]; dup {
+						return &govern.ChainError{Seq: rec.Seq, Reason: fmt.Sprintf("unique key %q appears a second time", rec.Unique)}
+					}
+					f.unique[rec.Unique] = struct{}{}
+				}
+			}
+			f.runs[rec.RequestID] = append(f.runs[rec.RequestID], i)
 		}
-		f.runs[rec.RequestID] = append(f.runs[rec.RequestID], i)
+		if b.err != nil {
+			return b.err
+		}
+		p.recycle(b)
 	}
-	f.size = off
 	if h := v.Head(); h != nil {
 		f.head = govern.Record{Seq: h.Seq, Hash: h.Hash}
 	}
 	return nil
+}
+
+// lineBatchSize is how many lines a batch of Open's reading holds.
+const lineBatchSize = 128
+
+// A lineBatch is lines of the file read in a row (their bytes in text,
+// line k at text[ends[k-1]:ends[k]]), then their records once done is
+// closed; err, when set, is why reading stopped after them.
+type lineBatch struct {
+	off  int64 // where the first line starts
+	text []byte
+	ends []int
+	err  error
+	done chan struct{}
+	recs []readRecord
+}
+
+// A readRecord is a line's record, or why it is not one, and its hash
+// (when it is to be verified).
+type readRecord struct {
+	off, len int64
+	rec      govern.Record
+	err      error
+	hash     string
+	hashErr  error
+}
+
+// reading is Open's reading of a file: startReading's goroutines and
+// the batches they pass.
+type reading struct {
+	order chan *lineBatch // batches in the file's order, decoded once done is closed
+	work  chan *lineBatch // batches to decode
+	stop  chan struct{}
+	free  chan *lineBatch
+	wg    sync.WaitGroup
+}
+
+// startReading reads the lines of r — end bytes ending with a '\n' — and
+// decodes (and, with verify, hashes) them on as many goroutines as the
+// process may run at once, up to 4.
+func startReading(r io.Reader, end int64, verify bool) *reading {
+	workers := min(max(runtime.GOMAXPROCS(0), 1), 4)
+	p := &reading{order: make(chan *lineBatch, 2*workers), work: make(chan *lineBatch, 2*workers),
+		stop: make(chan struct{}), free: make(chan *lineBatch, 4*workers)}
+	p.wg.Add(1 + workers)
+	go p.read(r, end)
+	for range workers {
+		go p.decode(verify)
+	}
+	return p
+}
+
+// close stops the reading and waits for its goroutines.
+func (p *reading) close() {
+	close(p.stop)
+	for range p.order { // until read is done
+	}
+	p.wg.Wait()
+}
+
+// recycle gives a batch checked back for reuse.
+func (p *reading) recycle(b *lineBatch) {
+	select {
+	case p.free <- b:
+	default:
+	}
+}
+
+func (p *reading) newBatch(off int64) *lineBatch {
+	var b *lineBatch
+	select {
+	case b = <-p.free:
+		b.text, b.ends, b.recs, b.err = b.text[:0], b.ends[:0], b.recs[:0], nil
+	default:
+		b = &lineBatch{ends: make([]int, 0, lineBatchSize), recs: make([]readRecord, 0, lineBatchSize)}
+	}
+	b.off, b.done = off, make(chan struct{})
+	return b
+}
+
+// read splits r into batches of lines, passed to decode and, in order,
+// to p.order, which it closes when done.
+func (p *reading) read(r io.Reader, end int64) {
+	defer p.wg.Done()
+	defer close(p.work)
+	defer close(p.order)
+	var (
+		br  = bufio.NewReaderSize(r, 1<<20)
+		off int64
+		n   int // lines read
+		acc []byte
+		b   = p.newBatch(0)
+	)
+	send := func() bool {
+		select {
+		case p.order <- b:
+		case <-p.stop:
+			return false
+		}
+		select {
+		case p.work <- b:
+			return true
+		case <-p.stop:
+			close(b.done) // never decoded; nothing reads it
+			return false
+		}
+	}
+	for off < end {
+		chunk, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			if acc = append(acc, chunk...); len(acc) > MaxRecordSize {
+				b.err = &govern.ChainError{Seq: uint64(n) + 1, Reason: fmt.Sprintf("line %d is longer than %d bytes", n+1, MaxRecordSize)}
+				send()
+				return
+			}
+			continue
+		}
+		if err != nil {
+			b.err = fmt.Errorf("the file changed while it was read: %w", err)
+			send()
+			return
+		}
+		if acc != nil {
+			chunk, acc = append(acc, chunk...), nil
+		}
+		b.text = append(b.text, chunk...)
+		b.ends = append(b.ends, len(b.text))
+		off += int64(len(chunk))
+		n++
+		if len(b.ends) == lineBatchSize {
+			if !send() {
+				return
+			}
+			b = p.newBatch(off)
+		}
+	}
+	send()
+}
+
+// decode decodes the batches of p.work.
+func (p *reading) decode(verify bool) {
+	defer p.wg.Done()
+	for b := range p.work {
+		start, off := 0, b.off
+		for _, e := range b.ends {
+			line := b.text[start:e]
+			rr := readRecord{off: off, len: int64(len(line))}
+			rr.rec, rr.err = DecodeRecord(line)
+			if rr.err == nil && verify {
+				rr.hash, rr.hashErr = rr.rec.ComputeHash()
+			}
+			b.recs = append(b.recs, rr)
+			start, off = e, off+int64(len(line))
+		}
+		close(b.done)
+	}
 }
 
 // notRecord is the chain error of line i that does not decode.

@@ -304,6 +304,37 @@ func TestTamperDetected(t *testing.T) {
 	})
 }
 
+// TestTamperDetectedFirst: in a journal longer than what Open reads at
+// once, the first broken record is the one reported, whatever follows it
+// (a later broken record, a line too long to read).
+func TestTamperDetectedFirst(t *testing.T) {
+	good, _ := writeFile(t, filepath.Join(t.TempDir(), "good.jsonl"), 700)
+	outcome := func(l [][]byte, i int) {
+		l[i] = bytes.Replace(l[i], []byte(`"outcome":"pending"`), []byte(`"outcome":"success"`), 1)
+	}
+	long := append(bytes.Repeat([]byte("x"), journal.MaxRecordSize+1), '\n')
+	tamper(t, good, "records 300 and 600 edited", 300, func(l [][]byte) [][]byte {
+		outcome(l, 299)
+		outcome(l, 599)
+		return l
+	})
+	tamper(t, good, "record 300 edited, line 500 too long", 300, func(l [][]byte) [][]byte {
+		outcome(l, 299)
+		l[499] = long
+		return l
+	})
+	tamper(t, good, "line 300 too long, record 500 edited", 300, func(l [][]byte) [][]byte {
+		l[299] = long
+		outcome(l, 499)
+		return l
+	})
+	tamper(t, good, "line 129 not a record, record 600 edited", 129, func(l [][]byte) [][]byte {
+		l[128] = []byte("{}\n")
+		outcome(l, 599)
+		return l
+	})
+}
+
 // A journal being written, read by a read-only Open: whatever it holds at
 // that moment verifies, a line being written is a torn tail.
 func TestReadOnlyOnLiveJournal(t *testing.T) {
