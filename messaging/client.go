@@ -361,19 +361,48 @@ type acker struct {
 	sent    atomic.Int64
 }
 
+// newAcker starts r's acker, which stops with ctx or stop.
+//
+// An ACK that fails on the way (a connection closed under it, a server
+// out of reach) is sent again, after ReconnectDelay doubled on each
+// failure up to a second, until it goes through, a newer ACK replaces
+// it, or a server refuses it for good: the producer may be waiting for
+// it, with a full window, while the consumer waits for deltas.
 func (r *Reply) newAcker(ctx context.Context) *acker {
 	a := &acker{r: r, pending: make(chan int64, 1), done: make(chan struct{})}
 	a.sent.Store(-1)
 	go func() {
 		defer close(a.done)
+		retry := time.NewTimer(time.Hour)
+		retry.Stop()
+		defer retry.Stop()
+		failed := int64(-1) // the ACK to send again, if any
+		delay := r.c.opts.ReconnectDelay
+		send := func(seq int64) {
+			err := r.send(ctx, envelope.IntentProgress, seq)
+			var refused *envelope.Error
+			switch {
+			case err == nil:
+				a.sent.Store(seq)
+				failed, delay = -1, r.c.opts.ReconnectDelay
+			case ctx.Err() != nil, errors.As(err, &refused) && !refused.Retry:
+				failed = -1 // nothing to send it to, or refused for good
+			default:
+				failed = seq
+				retry.Reset(delay)
+				delay = min(2*delay, time.Second)
+			}
+		}
 		for {
 			select {
 			case seq, ok := <-a.pending:
 				if !ok {
 					return
 				}
-				if r.send(ctx, envelope.IntentProgress, seq) == nil {
-					a.sent.Store(seq)
+				send(max(seq, failed))
+			case <-retry.C:
+				if failed > a.sent.Load() {
+					send(failed)
 				}
 			case <-ctx.Done():
 				return
