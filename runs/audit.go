@@ -3,7 +3,6 @@ package runs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 
@@ -146,10 +145,6 @@ func (s *Service) httpAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	a, err := s.Audit(r.Context(), id)
 	if err != nil {
-		var e *Error
-		if !errors.As(err, &e) {
-			err = newError(Internal, id, "", err)
-		}
 		s.writeError(w, err)
 		return
 	}

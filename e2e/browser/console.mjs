@@ -77,6 +77,15 @@ async function startRun(page, agent, input) {
   return decodeURIComponent(new URL(page.url()).hash.split('/')[2]);
 }
 
+// decided waits until the inbox card of run's request shows the decision
+// (or is gone, once decided).
+async function decided(page, run, decision) {
+  await page.waitForFunction(([r, d]) => {
+    const c = [...document.querySelectorAll('section[data-approval]')].find((s) => s.querySelector(`a[href="#/runs/${r}"]`));
+    return !c || c.dataset.decided === d;
+  }, [run, decision]);
+}
+
 async function statusIs(page, status) {
   await page.waitForFunction((s) => document.querySelector('#run-status .badge')?.textContent === s, status.replace('_', ' '));
 }
@@ -119,10 +128,7 @@ async function flow(page) {
   step = 'approve';
   await card.locator('textarea').fill('customer verified by phone');
   await card.locator('button.approve').click();
-  await page.waitForFunction((r) => {
-    const c = [...document.querySelectorAll('section[data-approval]')].find((s) => s.querySelector(`a[href="#/runs/${r}"]`));
-    return !c || c.dataset.decided === 'approved';
-  }, run);
+  await decided(page, run, 'approved');
 
   // The run delivers, live; its audit chain verifies.
   step = 'run delivers';
@@ -149,10 +155,7 @@ async function flow(page) {
   await card2.locator('input.approver').fill('bob');
   await card2.locator('textarea').fill('refunds are frozen this week');
   await card2.locator('button.deny').click();
-  await page.waitForFunction((r) => {
-    const c = [...document.querySelectorAll('section[data-approval]')].find((s) => s.querySelector(`a[href="#/runs/${r}"]`));
-    return !c || c.dataset.decided === 'denied';
-  }, denied);
+  await decided(page, denied, 'denied');
   step = 'denied run';
   await page.goto(`${url}/console/#/runs/${encodeURIComponent(denied)}`);
   await page.waitForSelector('#events li.e-approval_decided.denied');
