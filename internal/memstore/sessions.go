@@ -209,10 +209,9 @@ func (m *sessions) ListSessions(ctx context.Context, wf, cursor string, limit in
 		}
 		return strings.Compare(b.id, a.id)
 	})
-	next := ""
-	if len(items) > limit {
+	more := len(items) > limit
+	if more {
 		items = items[:limit]
-		next = "x" // set below, from the last session
 	}
 	out := make([]*workflow.Session, 0, len(items))
 	for _, it := range items {
@@ -222,8 +221,8 @@ func (m *sessions) ListSessions(ctx context.Context, wf, cursor string, limit in
 		}
 		out = append(out, s)
 	}
-	if next != "" {
-		next = workflow.SessionCursor(out[len(out)-1])
+	if !more {
+		return out, "", nil
 	}
-	return out, next, nil
+	return out, workflow.SessionCursor(out[len(out)-1]), nil
 }
