@@ -163,13 +163,20 @@ func (s *Server) mountConsole() {
 			return
 		}
 		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: a.issue(a.now().Add(sessionTTL)), Path: "/",
-			MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+			MaxAge: int(sessionTTL / time.Second), HttpOnly: true, Secure: overTLS(r), SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 	}))
 	s.core.handle("POST /console/logout", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: overTLS(r), SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, "/console/", http.StatusSeeOther)
 	}))
+}
+
+// overTLS reports whether the browser reached the server over TLS: the
+// server's own, or a proxy's that says so (X-Forwarded-Proto: https). A
+// forged header could only make the cookie stricter (Secure).
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 // listSessions serves GET /console/api/workflows/{name}/sessions

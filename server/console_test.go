@@ -101,6 +101,11 @@ func TestConsole_Login(t *testing.T) {
 	if code := (consoleReq{method: "GET", path: "/v1/agents", cookie: c.Value}).do(h).Code; code != http.StatusOK {
 		t.Errorf("/v1/agents with the new session: %d", code)
 	}
+	behind := form("s3cret")
+	behind.header["X-Forwarded-Proto"] = "https"
+	if out := behind.do(h).Result().Cookies(); len(out) != 1 || !out[0].Secure {
+		t.Errorf("login behind a TLS proxy: %v, want a Secure cookie", out)
+	}
 	if rec := form("wrong").do(h); rec.Code != http.StatusUnauthorized || len(rec.Result().Cookies()) != 0 || !strings.Contains(rec.Body.String(), "not the server") {
 		t.Errorf("wrong token: %d %v", rec.Code, rec.Result().Cookies())
 	}
