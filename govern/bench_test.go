@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/cputime"
 	"github.com/agentry-dev/agentry/internal/journal"
 )
 
@@ -151,7 +152,7 @@ func benchGoverned(b *testing.B, tier govern.Tier, bj benchJournal, parallel int
 	if fsyncs != nil {
 		before = fsyncs.Load()
 	}
-	cpu0, cpuOK := cpuTime()
+	cpu0, cpuOK := cputime.Process()
 	b.ResetTimer()
 	if parallel == 0 {
 		for _, c := range calls {
@@ -171,7 +172,7 @@ func benchGoverned(b *testing.B, tier govern.Tier, bj benchJournal, parallel int
 		})
 	}
 	b.StopTimer()
-	if cpu1, ok := cpuTime(); ok && cpuOK {
+	if cpu1, ok := cputime.Process(); ok && cpuOK {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 	}
 	if fsyncs != nil {

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gowebpki/jcs"
+
 	"github.com/agentry-dev/agentry/govern"
+	"github.com/agentry-dev/agentry/internal/cputime"
 	"github.com/agentry-dev/agentry/internal/journal"
 	"github.com/agentry-dev/agentry/internal/journalfixture"
 	"github.com/agentry-dev/agentry/internal/recordkind"
-	"github.com/gowebpki/jcs"
 )
 
 // benchData is the Data of the benchmarks' records: a write's intent as
@@ -88,7 +90,7 @@ func BenchmarkAppend(b *testing.B) {
 				return true
 			}
 			size0, fsyncs0 := fileSize(b, f), fsyncs.Load()
-			cpu0, cpuOK := cpuTime()
+			cpu0, cpuOK := cputime.Process()
 			b.ResetTimer()
 			if p == 0 {
 				for range b.N {
@@ -119,7 +121,7 @@ func BenchmarkAppend(b *testing.B) {
 // (cpu-ns/op): on a machine shared with other work, a steadier figure
 // than the wall time.
 func reportCPU(b *testing.B, cpu0 time.Duration, ok bool, ops int) {
-	if cpu1, ok1 := cpuTime(); ok && ok1 {
+	if cpu1, ok1 := cputime.Process(); ok && ok1 {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(ops), "cpu-ns/op")
 	}
 }
@@ -192,7 +194,7 @@ func BenchmarkRecords(b *testing.B) {
 func BenchmarkOpen(b *testing.B) {
 	path, size := writeJournal(b, scanRecords)
 	b.SetBytes(size)
-	cpu0, cpuOK := cpuTime()
+	cpu0, cpuOK := cputime.Process()
 	for b.Loop() {
 		f, err := journal.Open(path, &journal.Options{FlushInterval: -1})
 		if err != nil {
@@ -207,7 +209,7 @@ func BenchmarkOpen(b *testing.B) {
 	}
 	reportCPU(b, cpu0, cpuOK, b.N)
 	b.ReportMetric(scanRecords*float64(b.N)/b.Elapsed().Seconds(), "records/s")
-	if cpu, ok := cpuTime(); ok && cpuOK {
+	if cpu, ok := cputime.Process(); ok && cpuOK {
 		b.ReportMetric(scanRecords*float64(b.N)/(cpu-cpu0).Seconds(), "records/cpu-s")
 	}
 }
