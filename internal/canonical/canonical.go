@@ -21,24 +21,7 @@ func AppendString[S ~string | ~[]byte](b []byte, s S) []byte {
 			continue
 		}
 		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\r':
-				b = append(b, '\\', 'r')
-			default:
-				const hex = "0123456789abcdef"
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
+			b = appendEscapedASCII(append(b, s[start:i]...), c)
 			i++
 			start = i
 			continue
@@ -66,4 +49,26 @@ func decodeRune[S ~string | ~[]byte](s S) (rune, int) {
 		return utf8.DecodeRune(v)
 	}
 	return utf8.DecodeRuneInString(string(s))
+}
+
+// appendEscapedASCII appends the escape of ASCII byte c as RFC 8785 and
+// encoding/json both write it: \" \\ \b \t \n \f \r, else \u00XX
+// (lowercase hex).
+func appendEscapedASCII(b []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(b, '\\', c)
+	case '\b':
+		return append(b, '\\', 'b')
+	case '\t':
+		return append(b, '\\', 't')
+	case '\n':
+		return append(b, '\\', 'n')
+	case '\f':
+		return append(b, '\\', 'f')
+	case '\r':
+		return append(b, '\\', 'r')
+	}
+	const hex = "0123456789abcdef"
+	return append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 }

@@ -35,23 +35,7 @@ func AppendJSONString[S ~string | ~[]byte](b []byte, s S, escapeHTML bool) []byt
 				i++
 				continue
 			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
+			b = appendEscapedASCII(append(b, s[start:i]...), c)
 			i++
 			start = i
 			continue
