@@ -283,25 +283,11 @@ func (c *compactChecker) str() bool {
 		case c.html && (b == '<' || b == '>' || b == '&' || b == 0xE2 && c.i+2 < len(c.in) && c.in[c.i+1] == 0x80 && c.in[c.i+2]&^1 == 0xA8):
 			return false
 		case b == '\\':
-			if c.i+1 == len(c.in) {
+			n := EscapeLen(c.in[c.i:])
+			if n == 0 {
 				return false
 			}
-			switch c.in[c.i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				c.i += 2
-			case 'u':
-				if c.i+6 > len(c.in) {
-					return false
-				}
-				for _, h := range c.in[c.i+2 : c.i+6] {
-					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						return false
-					}
-				}
-				c.i += 6
-			default:
-				return false
-			}
+			c.i += n
 			continue
 		}
 		c.i++
@@ -310,34 +296,48 @@ func (c *compactChecker) str() bool {
 }
 
 func (c *compactChecker) number() bool {
-	c.next('-')
-	switch {
-	case c.next('0'):
-	case c.i < len(c.in) && '1' <= c.in[c.i] && c.in[c.i] <= '9':
-		c.digits()
-	default:
-		return false
-	}
-	if c.next('.') && !c.digits() {
-		return false
-	}
-	if c.next('e') || c.next('E') {
-		if !c.next('+') {
-			c.next('-')
-		}
-		if !c.digits() {
-			return false
-		}
-	}
-	return true
+	end, ok := NumberEnd(c.in, c.i)
+	c.i = end
+	return ok
 }
 
-func (c *compactChecker) digits() bool {
-	start := c.i
-	for c.i < len(c.in) && '0' <= c.in[c.i] && c.in[c.i] <= '9' {
-		c.i++
+// NumberEnd reads a number literal of JSON's grammar (RFC 8259 §6) in
+// in from i: where it ends, and whether it is one.
+func NumberEnd(in []byte, i int) (int, bool) {
+	next := func(b byte) bool {
+		if i < len(in) && in[i] == b {
+			i++
+			return true
+		}
+		return false
 	}
-	return c.i > start
+	digits := func() bool {
+		start := i
+		for i < len(in) && '0' <= in[i] && in[i] <= '9' {
+			i++
+		}
+		return i > start
+	}
+	next('-')
+	switch {
+	case next('0'):
+	case i < len(in) && '1' <= in[i] && in[i] <= '9':
+		digits()
+	default:
+		return i, false
+	}
+	if next('.') && !digits() {
+		return i, false
+	}
+	if next('e') || next('E') {
+		if !next('+') {
+			next('-')
+		}
+		if !digits() {
+			return i, false
+		}
+	}
+	return i, true
 }
 
 // AppendTimeMillis appends t in UTC as the layout
@@ -357,4 +357,28 @@ func AppendTimeMillis(b []byte, t time.Time) []byte {
 		byte('0'+hour/10), byte('0'+hour%10), ':', byte('0'+minute/10), byte('0'+minute%10), ':',
 		byte('0'+sec/10), byte('0'+sec%10), '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10), 'Z')
 	return b
+}
+
+// EscapeLen is the length of the escape sequence of JSON's grammar
+// (RFC 8259 §7) at the start of in — \" \\ \/ \b \f \n \r \t or \uXXXX —
+// or 0 when in does not start with one.
+func EscapeLen(in []byte) int {
+	if len(in) < 2 || in[0] != '\\' {
+		return 0
+	}
+	switch in[1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		if len(in) < 6 {
+			return 0
+		}
+		for _, h := range in[2:6] {
+			if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+				return 0
+			}
+		}
+		return 6
+	}
+	return 0
 }

@@ -188,3 +188,21 @@ func FuzzAppendTimeMillis(f *testing.F) {
 		}
 	})
 }
+
+// TestScanners: EscapeLen and NumberEnd follow RFC 8259 §6 and §7.
+func TestScanners(t *testing.T) {
+	for in, want := range map[string]int{`\"x`: 2, `\/`: 2, `\u00e9z`: 6, `\u00G9`: 0, `\u00`: 0, `\x`: 0, `\`: 0, `a`: 0} {
+		if got := EscapeLen([]byte(in)); got != want {
+			t.Errorf("EscapeLen(%q) = %d, want %d", in, got, want)
+		}
+	}
+	for in, want := range map[string]int{"0,": 1, "-12.5e+3]": 8, "1E9": 3, "-0.0": 4, "01": 1, "-": -1, "1.": -1, "1e": -1, ".5": -1, "+1": -1} {
+		end, ok := NumberEnd([]byte(in), 0)
+		if !ok {
+			end = -1
+		}
+		if end != want {
+			t.Errorf("NumberEnd(%q) = %d, %v; want %d", in, end, ok, want)
+		}
+	}
+}

@@ -514,25 +514,11 @@ func (d *fastDecoder) skipString() bool {
 		case c < 0x20:
 			return false
 		case c == '\\':
-			if d.i+1 == len(d.in) {
+			n := canonical.EscapeLen(d.in[d.i:])
+			if n == 0 {
 				return false
 			}
-			switch d.in[d.i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				d.i += 2
-			case 'u':
-				if d.i+6 > len(d.in) {
-					return false
-				}
-				for _, h := range d.in[d.i+2 : d.i+6] {
-					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
-						return false
-					}
-				}
-				d.i += 6
-			default:
-				return false
-			}
+			d.i += n
 			continue
 		}
 		d.i++
@@ -542,35 +528,9 @@ func (d *fastDecoder) skipString() bool {
 
 // skipNumber reads over a number literal of JSON's grammar.
 func (d *fastDecoder) skipNumber() bool {
-	d.consume('-')
-	switch {
-	case d.consume('0'):
-	case d.i < len(d.in) && d.in[d.i] >= '1' && d.in[d.i] <= '9':
-		d.digits()
-	default:
-		return false
-	}
-	if d.consume('.') && !d.digits() {
-		return false
-	}
-	if d.consume('e') || d.consume('E') {
-		if !d.consume('+') {
-			d.consume('-')
-		}
-		if !d.digits() {
-			return false
-		}
-	}
-	return true
-}
-
-// digits reads over one or more digits.
-func (d *fastDecoder) digits() bool {
-	start := d.i
-	for d.i < len(d.in) && d.in[d.i] >= '0' && d.in[d.i] <= '9' {
-		d.i++
-	}
-	return d.i > start
+	end, ok := canonical.NumberEnd(d.in, d.i)
+	d.i = end
+	return ok
 }
 
 // parseTimeMillis reads "YYYY-MM-DDTHH:MM:SS.mmmZ", the form agentry
