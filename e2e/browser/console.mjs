@@ -195,10 +195,15 @@ async function stream(page) {
   step = 'run ends';
   await statusIs(page, 'delivered');
   await page.waitForFunction(() => document.getElementById('stream-state')?.textContent === 'complete');
-  await page.waitForTimeout(100); // the last frame
+  // Every event the page received is rendered (the last frame).
+  await page.waitForFunction(() => {
+    const e = document.getElementById('events');
+    return e.dataset.rendered === e.dataset.received;
+  });
   const ev = page.locator('#events');
   res.run = run;
   res.rendered = Number(await ev.getAttribute('data-rendered'));
+  res.received = Number(await ev.getAttribute('data-received'));
   res.text = await page.locator('#events li[data-type="model_text"] pre').allTextContents();
   res.types = (await events(page)).map((e) => e.type);
   await page.screenshot({ path: `${shots}/console-stream.png` });

@@ -14,7 +14,7 @@ export async function runPage(main, id, config) {
   const trace = h("dd", {id: "run-trace", class: "mono"}, "—");
   const agent = h("dd", {id: "run-agent"}, "");
   const pending = h("div", {id: "pending"});
-  const events = h("ol", {id: "events", class: "events", "aria-label": "Events", dataset: {rendered: "0", lastSeq: "0"}});
+  const events = h("ol", {id: "events", class: "events", "aria-label": "Events", dataset: {received: "0", rendered: "0", lastSeq: "0"}});
   const answer = h("section", {id: "answer", class: "card", hidden: true, "aria-labelledby": "answer-h"});
   const audit = h("section", {id: "audit", class: "card", "aria-labelledby": "audit-h"});
   const conn = h("span", {id: "stream-state", class: "muted"}, "connecting…");
@@ -89,7 +89,7 @@ export async function runPage(main, id, config) {
   }
 
   // The event stream.
-  let rendered = 0, lastSeq = 0, textItem = null, scheduled = false, closed = false;
+  let received = 0, rendered = 0, lastSeq = 0, textItem = null, scheduled = false, closed = false;
   const queue = [];
   const subs = new Map(); // sub-agent (call_id/agent) → its <ol>
 
@@ -188,6 +188,7 @@ export async function runPage(main, id, config) {
     if (ev.seq && ev.seq <= lastSeq) return; // seen before a reconnect
     if (ev.seq) lastSeq = ev.seq;
     queue.push(ev);
+    events.dataset.received = String(++received);
     schedule();
   };
   for (const t of EVENT_TYPES) es.addEventListener(t, onEvent);
