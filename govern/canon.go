@@ -57,7 +57,10 @@ func appendCanonicalRecord(b []byte, r *Record) (_ []byte, ok bool) {
 	b = append(b, '}')
 	b = appendOptional(b, "call_id", r.CallID)
 	if len(r.Data) > 0 {
-		if b, ok = appendCanonicalJSON(append(b, `,"data":`...), r.Data); !ok {
+		b = append(b, `,"data":`...)
+		if canon, own := lookupOwnCanon(r.Data); own {
+			b = append(b, canon...)
+		} else if b, ok = appendCanonicalJSON(b, r.Data); !ok {
 			return b, false
 		}
 	}

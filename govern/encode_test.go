@@ -12,8 +12,9 @@ import (
 	"github.com/agentry-dev/agentry/internal/recordkind"
 )
 
-// checkMarshalData compares marshalData with json.Marshal on data; it
-// returns whether the direct path took it.
+// checkMarshalData compares marshalData with json.Marshal on data, and
+// the canonical form written with it with jcs.Transform's; it returns
+// whether the direct path took it.
 func checkMarshalData(t *testing.T, data any) bool {
 	t.Helper()
 	want, werr := json.Marshal(data)
@@ -37,6 +38,7 @@ func checkMarshalData(t *testing.T, data any) bool {
 	if !bytes.Equal(got, want) || (gerr == nil) != (werr == nil) {
 		t.Errorf("marshalData = %s, %v; json.Marshal = %s, %v", got, gerr, want, werr)
 	}
+	checkCanonicalData(t, data, want, werr)
 	switch {
 	case !ok:
 		return false
@@ -113,6 +115,8 @@ func TestMarshalDataMatchesEncodingJSON(t *testing.T) {
 func FuzzMarshalData(f *testing.F) {
 	f.Add("lookup", "call-1", []byte(`{"ok":true}`), []byte(`{"order":1}`), int64(3))
 	f.Add("<&>\u2028", "\xff", []byte(`[1e21, "x"]`), []byte(`"\u003c"`), int64(-1))
+	f.Add("\u00e9t\u00e9", "a.b", []byte(`{"z":1,"a":[{"y":2,"b":"\u00e9"}],"m":1.5e-7}`), []byte(`{"b":1, "a":"\ud83d\ude00"}`), int64(1)<<53+1)
+	f.Add("payload", "actor", []byte(` "x" `), []byte(`[0.1,-0,1E400]`), int64(-1)<<60)
 	f.Fuzz(func(t *testing.T, s, id string, payload, args []byte, n int64) {
 		var extra any = s
 		if json.Unmarshal(args, &extra) != nil {

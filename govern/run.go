@@ -150,6 +150,9 @@ func (r *Run) appendData(ctx context.Context, sync bool, rec *Record, data any, 
 			return fmt.Errorf("govern: journal record data: %w", err)
 		}
 		rec.Data = b
+		if held, ok := holdOwnCanon(b, data); ok {
+			defer held.release()
+		}
 	}
 	traceRecord(ctx, rec, data, r.runSpan())
 	if err := r.g.j.Append(context.WithoutCancel(ctx), sync, append(before, rec)...); err != nil {

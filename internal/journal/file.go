@@ -634,6 +634,10 @@ func (f *File) syncTo(seq uint64) error {
 		}
 		f.syncing = true
 		f.smu.Unlock()
+		// Let the goroutines that are ready to run append first, so that
+		// this fsync covers their records too (it costs nothing when
+		// none is).
+		runtime.Gosched()
 		f.mu.Lock()
 		target := uint64(len(f.offsets))
 		f.mu.Unlock()
