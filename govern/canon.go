@@ -24,10 +24,12 @@ import (
 // the same bytes directly from the Record's fields, and canonicalizes
 // Data (the one member holding arbitrary JSON) with a small parser. It
 // claims only what it is sure to write exactly as the general path
-// would; on anything else — a string that is not valid UTF-8, an integer
-// beyond 2^53, a key that is not ASCII, a lone surrogate, duplicate keys,
-// JSON it does not accept — it reports !ok and ComputeHash takes the
-// general path, which stays the reference (and the error). The two are
+// would (a member string that is not valid UTF-8 included: both write
+// U+FFFD for each invalid byte); on anything else — an integer beyond
+// 2^53, a key that is not ASCII, a lone surrogate or invalid UTF-8 in
+// Data, duplicate keys, JSON it does not accept — it reports !ok and
+// ComputeHash takes the general path, which stays the reference (and the
+// error). The two are
 // compared by TestCanonicalRecordMatchesJCS and FuzzCanonicalRecord.
 
 // recordKeys are the JSON members of a Record in JCS order (sorted by
@@ -47,7 +49,7 @@ var canonBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &
 // exactly what jcs.Transform(json.Marshal(r with Hash "")) gives — or
 // reports !ok.
 func appendCanonicalRecord(b []byte, r *Record) (_ []byte, ok bool) {
-	if r.Seq > maxExactInteger || r.Epoch > maxExactInteger || !validStrings(r) {
+	if r.Seq > maxExactInteger || r.Epoch > maxExactInteger {
 		return b, false
 	}
 	b = append(b, `{"actor":{"id":`...)
@@ -106,29 +108,6 @@ func appendOptional[S ~string](b []byte, key string, v S) []byte {
 	b = append(b, key...)
 	b = append(b, '"', ':')
 	return canonical.AppendString(b, v)
-}
-
-// validStrings reports whether every string member of r is valid UTF-8
-// (encoding/json would replace what is not).
-func validStrings(r *Record) bool {
-	for _, s := range [...]string{r.Prev, string(r.Kind), r.RequestID, r.TraceID, r.ParentTraceID, r.SpanID, r.Node,
-		r.Actor.ID, string(r.Actor.Kind), string(r.From), string(r.To), r.Tool, r.CallID, string(r.Outcome), r.Unique} {
-		if !validUTF8(s) {
-			return false
-		}
-	}
-	for _, s := range r.Reasons {
-		if !validUTF8(string(s)) {
-			return false
-		}
-	}
-	return true
-}
-
-// validUTF8 is utf8.ValidString, quicker on ASCII.
-func validUTF8(s string) bool {
-	n := canonical.PlainRunString(s)
-	return n == len(s) || utf8.ValidString(s[n:])
 }
 
 // appendCanonicalJSON appends the JCS form of the JSON text data, or

@@ -95,6 +95,9 @@ func TestCanonicalRecordMatchesJCS(t *testing.T) {
 		{"data: key order", with(func(r *Record) { r.Data = json.RawMessage(`{"b":1,"a":2,"aa":3,"A":4,"_":5,"":6}`) })},
 		{"data: scalars", with(func(r *Record) { r.Data = json.RawMessage(`"just a string"`) })},
 		{"data: null", with(func(r *Record) { r.Data = json.RawMessage(`null`) })},
+		// encoding/json writes each invalid byte as \ufffd, which JCS
+		// writes as U+FFFD; canonical.AppendString writes U+FFFD directly.
+		{"invalid UTF-8", with(func(r *Record) { r.Tool, r.Actor.ID, r.Reasons = "a\xffb", "\xe2\x82", []Reason{"\xed\xa0\x80"} })},
 	}
 	for _, c := range taken {
 		t.Run(c.name, func(t *testing.T) {
@@ -109,7 +112,6 @@ func TestCanonicalRecordMatchesJCS(t *testing.T) {
 	}{
 		{"Seq beyond 2^53", with(func(r *Record) { r.Seq = 1<<53 + 1 })},
 		{"Epoch beyond 2^53", with(func(r *Record) { r.Epoch = math.MaxUint64 })},
-		{"invalid UTF-8", with(func(r *Record) { r.Tool = "a\xffb" })},
 		{"data: invalid UTF-8", with(func(r *Record) { r.Data = json.RawMessage("\"a\xffb\"") })},
 		{"data: a lone surrogate", with(func(r *Record) { r.Data = json.RawMessage(`"\ud800"`) })},
 		{"data: a non-ASCII key", with(func(r *Record) { r.Data = json.RawMessage(`{"é":1,"z":2}`) })},
@@ -142,6 +144,7 @@ func FuzzCanonicalRecord(f *testing.F) {
 	f.Add([]byte(`{"b":1,"a":[1.5,"x\u00e9"]}`), "refund", "agent-1", uint64(7))
 	f.Add([]byte(`[1e21,-0,0.1,"\ud83d\ude00"]`), "<&>\u2028", "\x00", uint64(1<<53))
 	f.Add([]byte(`null`), "", "", uint64(0))
+	f.Add([]byte(`{"a":"\xff"}`), "\xff\xfeok\xe2\x82", "a\xed\xa0\x80b\xc0\xaf", uint64(3))
 	f.Fuzz(func(t *testing.T, data []byte, tool, actor string, seq uint64) {
 		r := &Record{Seq: seq, Epoch: seq / 3, Tool: tool, Actor: Actor{ID: actor, Kind: ActorHuman}, Kind: "evidence",
 			RequestID: actor + tool, Outcome: Success, Reasons: []Reason{Reason(tool)}, Data: data}

@@ -109,9 +109,9 @@ func decodeRecordJSON(line []byte) (govern.Record, error) {
 // hide an earlier one.
 func checkMembers(line []byte) error {
 	d := json.NewDecoder(bytes.NewReader(line))
-	return object(d, recordMembers, "record", func(key string) error {
+	return object(d, recordMembers, recordRequired, "record", func(key string) error {
 		if key == "actor" {
-			return object(d, actorMembers, "actor", nil)
+			return object(d, actorMembers, actorRequired, "actor", nil)
 		}
 		var skip json.RawMessage
 		return d.Decode(&skip)
@@ -119,8 +119,9 @@ func checkMembers(line []byte) error {
 }
 
 // object reads one object's members from d; value reads each member's
-// value (nil: skip it).
-func object(d *json.Decoder, members map[string]bool, what string, value func(key string) error) error {
+// value (nil: skip it). A missing member is reported in required's order,
+// so that the same line always gets the same error.
+func object(d *json.Decoder, members map[string]bool, required []string, what string, value func(key string) error) error {
 	tok, err := d.Token()
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
@@ -155,8 +156,8 @@ func object(d *json.Decoder, members map[string]bool, what string, value func(ke
 	if _, err := d.Token(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	for k, required := range members {
-		if required && !seen[k] {
+	for _, k := range required {
+		if !seen[k] {
 			return fmt.Errorf("%s lacks member %q", what, k)
 		}
 	}

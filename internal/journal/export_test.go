@@ -1,5 +1,7 @@
 package journal
 
+import "github.com/agentry-dev/agentry/govern"
+
 // The two paths of the codec, for the differential tests.
 var (
 	DecodeFast       = decodeFast
@@ -7,3 +9,15 @@ var (
 	AppendRecordFast = appendRecordFast
 	AppendRecordJSON = appendRecordJSON
 )
+
+// DecodeVerify is Open's decoding of a line it verifies: the record (its
+// strings views of line), its hash, and why it is not a record or its
+// hash cannot be computed.
+func DecodeVerify(line []byte) (rec govern.Record, hash string, decodeErr, hashErr error) {
+	var rr readRecord
+	rr.decodeVerify(line)
+	return rr.rec, rr.hash, rr.err, rr.hashErr
+}
+
+// DecodeBorrowed is decodeBorrowed.
+var DecodeBorrowed = decodeBorrowed

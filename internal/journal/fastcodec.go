@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/agentry-dev/agentry/govern"
 	"github.com/agentry-dev/agentry/internal/canonical"
@@ -195,8 +196,44 @@ func (d *fastDecoder) strings(end int, reasons []govern.Reason) {
 	}
 }
 
+// borrowStrings sets the strings read as views of the line.
+func (d *fastDecoder) borrowStrings(reasons []govern.Reason) {
+	cut := func(s span) string {
+		if s.end == s.start {
+			return ""
+		}
+		return unsafe.String(&d.in[s.start], s.end-s.start)
+	}
+	for _, s := range d.spans[:d.nspans] {
+		*s.dst = cut(s)
+	}
+	for i, s := range d.reasons {
+		reasons[i] = govern.Reason(cut(s))
+	}
+}
+
+// isSpace reports whether c is JSON whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 // decodeFast decodes a record line as DecodeRecord does, or reports !ok.
 func decodeFast(line []byte) (govern.Record, bool) {
+	return decodeFastMode(line, false)
+}
+
+// decodeBorrowed is decodeFast for a record that is only checked and
+// dropped (Open's): its strings and Data are views of line, valid only
+// while line is; and its Data is not scanned — it is taken to be the
+// rest of the line up to the record's closing brace, which holds when
+// data is the record's last member, as agentry writes it. The record is
+// therefore only as sound as its Data: the caller must compute its hash
+// (which parses Data strictly, and fails on anything DecodeRecord
+// refuses, trailing members included) and, if that fails, decode the
+// line with DecodeRecord for the error.
+func decodeBorrowed(line []byte) (govern.Record, bool) {
+	return decodeFastMode(line, true)
+}
+
+func decodeFastMode(line []byte, borrow bool) (govern.Record, bool) {
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	if len(line) >= MaxRecordSize || len(line) == 0 || line[0] != '{' {
 		return govern.Record{}, false
@@ -272,6 +309,18 @@ func decodeFast(line []byte) (govern.Record, bool) {
 			ok = d.str(&r.Unique)
 		case mData:
 			start := d.i
+			if borrow {
+				end := len(d.in) - 1
+				for end > start && isSpace(d.in[end-1]) {
+					end--
+				}
+				if d.in[len(d.in)-1] != '}' || end == start || (seen|mData)&mRequired != mRequired {
+					return r, false
+				}
+				r.Data = d.in[start:end:end]
+				d.borrowStrings(r.Reasons)
+				return r, true
+			}
 			if ok = d.skipValue(0); ok {
 				r.Data = bytes.Clone(d.in[start:d.i])
 				textEnd = start
@@ -291,6 +340,10 @@ func decodeFast(line []byte) (govern.Record, bool) {
 	d.space()
 	if d.i != len(d.in) || seen&mRequired != mRequired {
 		return r, false
+	}
+	if borrow {
+		d.borrowStrings(r.Reasons)
+		return r, true
 	}
 	d.strings(textEnd, r.Reasons)
 	return r, true

@@ -61,6 +61,74 @@ func checkDecode(t *testing.T, line []byte) bool {
 	return true
 }
 
+// checkDecodeVerify: Open's decoding of a line it verifies (views of
+// the line, data not scanned but parsed by the hash) finds what
+// DecodeRecord and ComputeHash find: the same error, or the same record
+// and hash.
+func checkDecodeVerify(t *testing.T, line []byte) {
+	t.Helper()
+	text := string(line) // the line as it was: the record is a view of it
+	rec, hash, derr, herr := journal.DecodeVerify(line)
+	want, wderr := journal.DecodeRecord([]byte(text))
+	var whash string
+	var wherr error
+	if wderr == nil {
+		whash, wherr = want.ComputeHash()
+	}
+	switch {
+	case (derr == nil) != (wderr == nil) || derr != nil && derr.Error() != wderr.Error():
+		t.Errorf("DecodeVerify(%q): error %v, DecodeRecord's %v", text, derr, wderr)
+	case derr != nil:
+	case hash != whash || (herr == nil) != (wherr == nil) || herr != nil && herr.Error() != wherr.Error():
+		t.Errorf("DecodeVerify(%q): hash %q, %v; ComputeHash %q, %v", text, hash, herr, whash, wherr)
+	case rec.Seq != want.Seq || rec.Prev != want.Prev || rec.Hash != want.Hash || rec.RequestID != want.RequestID ||
+		rec.Unique != want.Unique || rec.Kind != want.Kind:
+		t.Errorf("DecodeVerify(%q):\n got %#v\nwant %#v", text, rec, want)
+	}
+	if string(line) != text {
+		t.Errorf("DecodeVerify changed its line")
+	}
+}
+
+// TestDecodeVerifyMatchesDecodeRecord: the lines agentry writes are
+// taken by Open's borrowed decoding, and lines that are not records (or
+// whose data is not the last member, or not JSON) are refused with
+// DecodeRecord's error.
+func TestDecodeVerifyMatchesDecodeRecord(t *testing.T) {
+	for i, r := range codecRecords() {
+		line, err := journal.AppendRecordJSON(nil, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkDecodeVerify(t, line)
+		if _, fast := journal.DecodeFast(line); fast {
+			if _, ok := journal.DecodeBorrowed(line); !ok {
+				t.Errorf("record %d: decodeBorrowed declined a line decodeFast takes: %s", i, line)
+			}
+		}
+	}
+	base := `{"seq":1,"prev":"","hash":"sha256:00","timestamp":"2026-11-29T01:02:03.456Z","kind":"evidence","request_id":"r","trace_id":"t","actor":{"id":"a","kind":"agent"},"outcome":"success"`
+	for _, line := range []string{
+		base + `,"data":{"a":1}}`,
+		base + `,"data":{"a":1}  }`,
+		base + `,"data":{"a":1},"tool":"x"}`,
+		base + `,"data":{"a":1}}}`,
+		base + `,"data":{"a":1},}`,
+		base + `,"data":{"a":}}`,
+		base + `,"data":"` + "\xff" + `"}`,
+		base + `,"data":"\ud800"}`,
+		base + `,"data":01}`,
+		base + `,"data":}`,
+		base + `,"data":{"a":1}`,
+		base + `,"data":{"a":1}]`,
+		base + `,"data":[1,2] , "tool":"x"}`,
+		`{"seq":1,"data":{"a":1}}`,
+		base + `}`,
+	} {
+		checkDecodeVerify(t, []byte(line))
+	}
+}
+
 // TestFastCodecMatchesEncodingJSON: the line of every record is written
 // by the direct path as encoding/json writes it (or left to it), and
 // read back by the direct path as encoding/json reads it; the lines
@@ -151,6 +219,7 @@ func FuzzDecodeFast(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
 		checkDecode(t, line)
+		checkDecodeVerify(t, line)
 		r, err := journal.DecodeRecordJSON(line)
 		if err != nil {
 			return
@@ -160,4 +229,21 @@ func FuzzDecodeFast(f *testing.F) {
 			t.Fatalf("appendRecordFast\n%s\nencoding/json (%v)\n%s", got, err, want)
 		}
 	})
+}
+
+// TestDecodeRecordMissingMemberErrorIsStable: a line lacking several
+// required members is refused with the same error every time (the first
+// missing one in the record's order), not one picked by map iteration.
+func TestDecodeRecordMissingMemberErrorIsStable(t *testing.T) {
+	for _, c := range []struct{ line, want string }{
+		{`{"seq":1,"data":{"a":1}}`, `record lacks member "prev"`},
+		{`{"seq":1,"prev":"","hash":"h","timestamp":"2026-11-29T01:02:03.456Z","kind":"k","request_id":"r","trace_id":"t","actor":{},"outcome":"o"}`, `record member "actor": actor lacks member "id"`},
+	} {
+		for range 20 {
+			_, err := journal.DecodeRecord([]byte(c.line))
+			if err == nil || err.Error() != c.want {
+				t.Fatalf("DecodeRecord(%s) = %v, want %s", c.line, err, c.want)
+			}
+		}
+	}
 }

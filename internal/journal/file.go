@@ -60,6 +60,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -241,6 +242,10 @@ func (f *File) load() error {
 	p := startReading(io.NewSectionReader(f.r, 0, end), end, !f.opts.ReadOnly)
 	defer p.close()
 	var v govern.ChainVerifier
+	// A verified batch's records are views of its lines (decodeVerify):
+	// what outlives the batch is cloned, and a batch is recycled only
+	// once the next one is checked (the verifier holds its last record).
+	var checked *lineBatch
 	for b := range p.order {
 		<-b.done
 		for k := range b.recs {
@@ -263,18 +268,25 @@ func (f *File) load() error {
 					if _, dup := f.unique[rec.Unique]; dup {
 						return &govern.ChainError{Seq: rec.Seq, Reason: fmt.Sprintf("unique key %q appears a second time", rec.Unique)}
 					}
-					f.unique[rec.Unique] = struct{}{}
+					f.unique[strings.Clone(rec.Unique)] = struct{}{}
 				}
 			}
-			f.runs[rec.RequestID] = append(f.runs[rec.RequestID], i)
+			if run, ok := f.runs[rec.RequestID]; ok {
+				f.runs[rec.RequestID] = append(run, i)
+			} else {
+				f.runs[strings.Clone(rec.RequestID)] = []int{i}
+			}
 		}
 		if b.err != nil {
 			return b.err
 		}
-		p.recycle(b)
+		if checked != nil {
+			p.recycle(checked)
+		}
+		checked = b
 	}
 	if h := v.Head(); h != nil {
-		f.head = govern.Record{Seq: h.Seq, Hash: h.Hash}
+		f.head = govern.Record{Seq: h.Seq, Hash: strings.Clone(h.Hash)}
 	}
 	return nil
 }
@@ -424,14 +436,31 @@ func (p *reading) decode(verify bool) {
 		for _, e := range b.ends {
 			line := b.text[start:e]
 			rr := readRecord{off: off, len: int64(len(line))}
-			rr.rec, rr.err = DecodeRecord(line)
-			if rr.err == nil && verify {
-				rr.hash, rr.hashErr = rr.rec.ComputeHash()
+			if verify {
+				rr.decodeVerify(line)
+			} else {
+				rr.rec, rr.err = DecodeRecord(line)
 			}
 			b.recs = append(b.recs, rr)
 			start, off = e, off+int64(len(line))
 		}
 		close(b.done)
+	}
+}
+
+// decodeVerify decodes line and computes its hash: borrowed from line
+// when the hash can be computed so (decodeBorrowed), otherwise as
+// DecodeRecord decodes it (and refuses it).
+func (rr *readRecord) decodeVerify(line []byte) {
+	if rec, ok := decodeBorrowed(line); ok {
+		if h, err := rec.ComputeHash(); err == nil {
+			rr.rec, rr.hash = rec, h
+			return
+		}
+	}
+	rr.rec, rr.err = DecodeRecord(line)
+	if rr.err == nil {
+		rr.hash, rr.hashErr = rr.rec.ComputeHash()
 	}
 }
 
