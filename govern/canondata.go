@@ -24,22 +24,39 @@ import (
 // TestCanonicalDataMatchesJCS and FuzzCanonicalData pin it to
 // jcs.Transform(marshalData(data)).
 
-// ownCanon maps the first byte of a Data being appended by appendData to
-// its canonical form, for the duration of the Append.
-var ownCanon sync.Map // *byte → []byte
+// ownCanon holds the canonical forms of the Data appendData is appending
+// now, by the address of the Data's first byte: as many as appends are
+// under way (a short list, scanned; no allocation).
+var ownCanon struct {
+	mu   sync.Mutex
+	held []ownCanonical
+}
+
+// ownCanonical is an entry of ownCanon: the canonical form of the n bytes
+// of Data at key.
+type ownCanonical struct {
+	key   *byte
+	n     int
+	canon []byte
+}
 
 // holdOwnCanon writes the canonical form of data, whose Data is raw, and
 // records it in ownCanon until released.
 func holdOwnCanon(raw []byte, data any) (heldCanon, bool) {
+	if len(raw) == 0 {
+		return heldCanon{}, false
+	}
 	buf := canonBufs.Get().(*[]byte)
 	canon, ok := appendCanonicalData((*buf)[:0], data)
 	*buf = canon[:0]
-	if !ok || len(raw) == 0 {
+	if !ok {
 		canonBufs.Put(buf)
 		return heldCanon{}, false
 	}
 	key := unsafe.SliceData(raw)
-	ownCanon.Store(key, ownCanonical{n: len(raw), canon: canon})
+	ownCanon.mu.Lock()
+	ownCanon.held = append(ownCanon.held, ownCanonical{key: key, n: len(raw), canon: canon})
+	ownCanon.mu.Unlock()
 	return heldCanon{key: key, buf: buf}, true
 }
 
@@ -51,26 +68,33 @@ type heldCanon struct {
 
 // release drops the entry and recycles its buffer.
 func (h heldCanon) release() {
-	ownCanon.Delete(h.key)
+	ownCanon.mu.Lock()
+	held := ownCanon.held
+	for i := range held {
+		if held[i].key == h.key {
+			last := len(held) - 1
+			held[i] = held[last]
+			held[last] = ownCanonical{}
+			ownCanon.held = held[:last]
+			break
+		}
+	}
+	ownCanon.mu.Unlock()
 	canonBufs.Put(h.buf)
-}
-
-// ownCanonical is an entry of ownCanon: the canonical form of the n bytes
-// of Data it was written for.
-type ownCanonical struct {
-	n     int
-	canon []byte
 }
 
 // lookupOwnCanon returns the canonical form appendData recorded for data,
 // if it is appending it now.
 func lookupOwnCanon(data []byte) ([]byte, bool) {
-	v, ok := ownCanon.Load(unsafe.SliceData(data))
-	if !ok {
-		return nil, false
+	key := unsafe.SliceData(data)
+	ownCanon.mu.Lock()
+	defer ownCanon.mu.Unlock()
+	for _, c := range ownCanon.held {
+		if c.key == key {
+			return c.canon, c.n == len(data)
+		}
 	}
-	c := v.(ownCanonical)
-	return c.canon, c.n == len(data)
+	return nil, false
 }
 
 // appendCanonicalData appends the RFC 8785 form of the JSON marshalData

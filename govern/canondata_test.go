@@ -114,8 +114,9 @@ func TestOwnCanonSealsAsJCS(t *testing.T) {
 	if calls != 4 {
 		t.Errorf("%d call records, want 4 (3 commits, 1 intent)", calls)
 	}
-	ownCanon.Range(func(k, _ any) bool {
-		t.Errorf("ownCanon still holds %p", k)
-		return true
-	})
+	ownCanon.mu.Lock()
+	defer ownCanon.mu.Unlock()
+	if len(ownCanon.held) != 0 {
+		t.Errorf("ownCanon still holds %d entries", len(ownCanon.held))
+	}
 }
