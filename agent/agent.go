@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -68,6 +69,7 @@ type Options struct {
 // use; each call is an independent run over the state it is given.
 type Agent struct {
 	id             string
+	idValue        any // id as an interface value, boxed once (state metadata)
 	sessionID      string
 	opts           Options
 	llm            *llm.LLMInstance
@@ -79,6 +81,9 @@ type Agent struct {
 	steps          *stepCache                   // the last step's instance, for stepLLM
 	tracer         trace.Tracer
 	spanName       string // "invoke_agent {name}"
+	// uppHint is how many UPP events the last streamed run had (at most
+	// maxUPPHint): the size of a run's first array of them (uppSlab).
+	uppHint *atomic.Int32
 }
 
 // New creates an agent: it binds the model through llm.LLM (so the UPP
@@ -90,8 +95,9 @@ func New(options *Options) (*Agent, error) {
 	if options != nil {
 		opts = *options
 	}
-	a := &Agent{id: ids.New(), opts: opts, sessionID: opts.SessionID, exec: opts.Execution, steps: &stepCache{},
+	a := &Agent{id: ids.New(), opts: opts, sessionID: opts.SessionID, exec: opts.Execution, steps: &stepCache{}, uppHint: new(atomic.Int32),
 		tracer: telemetry.Tracer(opts.TracerProvider), spanName: spanNameOf(opts.Name)}
+	a.idValue = a.id
 	if a.exec == nil {
 		a.exec = defaultLoop{}
 	}
@@ -294,14 +300,21 @@ func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit fun
 	if state == nil {
 		state = Initial()
 	}
-	mc := &MiddlewareContext{Agent: a, Input: msg, State: state, Streaming: emit != nil, Metadata: map[string]any{}, emit: emit}
-	ec := &ExecutionContext{Agent: a, LLM: a.llm, Hooks: a.hooks, SessionID: a.sessionID, emit: emit, mc: mc}
+	rc := &runContexts{
+		mc: MiddlewareContext{Agent: a, Input: msg, State: state, Streaming: emit != nil, Metadata: map[string]any{}, emit: emit},
+		ec: ExecutionContext{Agent: a, LLM: a.llm, Hooks: a.hooks, SessionID: a.sessionID, emit: emit},
+	}
+	mc, ec := &rc.mc, &rc.ec
+	ec.mc = mc
 	if a.ckpt != nil && a.sessionID != "" {
 		// The run's end flushes its checkpoints (never beyond ctx).
 		defer a.ckpt.flushSession(ctx, a.sessionID)
 	}
 
 	res, err = a.runMiddleware(ctx, mc, ec)
+	if n := ec.upp.n; n > 0 {
+		a.uppHint.Store(int32(min(n, maxUPPHint)))
+	}
 	if err == nil {
 		return res, nil
 	}
@@ -322,6 +335,12 @@ func (a *Agent) run(ctx context.Context, input llm.Input, state *State, emit fun
 		}
 	}
 	return nil, err
+}
+
+// runContexts are a run's contexts, allocated together.
+type runContexts struct {
+	mc MiddlewareContext
+	ec ExecutionContext
 }
 
 func (a *Agent) runMiddleware(ctx context.Context, mc *MiddlewareContext, ec *ExecutionContext) (*Result, error) {

@@ -144,8 +144,10 @@ func (r *StreamResult) Abort() { r.s.Abort() }
 
 // streamBuffer bounds how many events a run may emit ahead of its
 // consumer. It is the run's only buffer: a step's UPP events are passed
-// straight into it (llm.LLMInstance.EmitStep).
-const streamBuffer = 64
+// straight into it (llm.LLMInstance.EmitStep). 32 Events (48 bytes each)
+// streamed the peers benchmark's turn as fast as 64 did, with 1.5 KB less
+// garbage a run.
+const streamBuffer = 32
 
 func newStreamResult(ctx context.Context, run func(ctx context.Context, emit func(Event)) (*Result, error)) *StreamResult {
 	return &StreamResult{stream.New(ctx, streamBuffer, run)}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	"github.com/agentry-dev/agentry/internal/turns"
@@ -61,7 +62,10 @@ type ExecutionContext struct {
 	// the step's Call returns it.
 	toolsErr error
 
-	mu         sync.Mutex // Call may run concurrently (plan steps)
+	mu         sync.Mutex            // Call may run concurrently (plan steps)
+	upp        uppSlab               // the UPP events of a streamed run's calls
+	uppForward func(llm.StreamEvent) // forwardUPP(&upp), used by the call holding upp
+	uap        []UAPEvent            // the UAP events' array being filled
 	turns      []*llm.Turn
 	traces     []SubagentTrace
 	toolRounds int
@@ -73,8 +77,24 @@ func (ec *ExecutionContext) streaming() bool { return ec.emit != nil }
 // Emit sends a UAP event (nothing when not streaming).
 func (ec *ExecutionContext) Emit(typ EventType, step int, data map[string]any) {
 	if ec.emit != nil {
-		ec.emit(Event{Source: SourceUAP, UAP: &UAPEvent{Type: typ, Step: step, AgentID: ec.Agent.id, Data: data}})
+		ec.emit(Event{Source: SourceUAP, UAP: ec.uapEvent(UAPEvent{Type: typ, Step: step, AgentID: ec.Agent.id, Data: data})})
 	}
+}
+
+// uapSlab is how many UAP events of a run are allocated at once (4 × 48
+// bytes: a size class of its own).
+const uapSlab = 4
+
+// uapEvent returns a new copy of ev, from an array of uapSlab events
+// (each event is handed out once, and never changed after).
+func (ec *ExecutionContext) uapEvent(ev UAPEvent) *UAPEvent {
+	ec.mu.Lock()
+	defer ec.mu.Unlock()
+	if len(ec.uap) == cap(ec.uap) {
+		ec.uap = make([]UAPEvent, 0, uapSlab)
+	}
+	ec.uap = append(ec.uap, ev)
+	return &ec.uap[len(ec.uap)-1]
 }
 
 // data builds event data only when there is a stream to send it to.
@@ -92,8 +112,12 @@ func (ec *ExecutionContext) Begin() *State {
 	if ec.Input != nil {
 		s.messages = append(s.messages, ec.Input)
 	}
-	s.metadata = maps.Clone(s.metadataOrEmpty())
-	s.metadata[MetadataAgentID] = ec.Agent.id
+	if len(s.metadata) == 0 {
+		s.metadata = map[string]any{MetadataAgentID: ec.Agent.idValue}
+	} else {
+		s.metadata = maps.Clone(s.metadata)
+		s.metadata[MetadataAgentID] = ec.Agent.idValue
+	}
 	ec.last = s
 	return s
 }
@@ -134,15 +158,23 @@ func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, in
 	if ec.toolsErr != nil {
 		return nil, ec.toolsErr
 	}
-	tc := &ToolContext{AgentID: ec.Agent.id, SessionID: ec.SessionID, Step: step, State: state, emit: ec.emit}
+	cctx := &toolCtx{Context: ctx}
+	tc := &cctx.tc
+	tc.AgentID, tc.SessionID, tc.Step, tc.State, tc.emit = ec.Agent.id, ec.SessionID, step, state, ec.emit
 	if ec.mc != nil {
 		tc.Metadata = ec.mc.Metadata
 	}
 	limit := ec.Agent.toolRoundLimit
+	var slab *uppSlab
 	ec.mu.Lock()
 	tc.roundsExhausted = limit > 0 && ec.toolRounds >= limit
+	if ec.emit != nil {
+		if slab = &ec.upp; slab.busy {
+			slab = &uppSlab{} // a concurrent call (plan steps) has the run's
+		}
+		slab.busy = true
+	}
 	ec.mu.Unlock()
-	cctx := context.WithValue(ctx, toolContextKey{}, tc)
 	var (
 		turn *llm.Turn
 		err  error
@@ -151,21 +183,21 @@ func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, in
 		turn, err = inst.GenerateStep(cctx, history, inputs...)
 	} else {
 		// The step's events go straight into the run's stream: no
-		// stream (goroutine, buffer) of its own per step.
-		var slab []llm.StreamEvent // EmitStep's calls never overlap
-		turn, err = inst.EmitStep(cctx, history, func(ev llm.StreamEvent) {
-			if len(slab) == cap(slab) {
-				slab = make([]llm.StreamEvent, 0, eventSlab)
-			}
-			slab = append(slab, ev)
-			ec.emit(Event{Source: SourceUPP, UPP: &slab[len(slab)-1]})
-		}, inputs...)
+		// stream (goroutine, buffer) of its own per step. EmitStep's
+		// calls never overlap, and no other call uses slab meanwhile.
+		turn, err = inst.EmitStep(cctx, history, ec.forwardUPP(slab), inputs...)
 	}
 	ec.mu.Lock()
 	defer ec.mu.Unlock()
+	if slab != nil {
+		slab.busy = false
+	}
 	ec.traces = append(ec.traces, tc.takeTraces()...)
 	if err != nil {
 		return nil, err
+	}
+	if ec.turns == nil {
+		ec.turns = make([]*llm.Turn, 0, 4)
 	}
 	ec.turns = append(ec.turns, turn)
 	if turn.Response != nil && turn.Response.HasToolCalls() {
@@ -180,9 +212,58 @@ func (ec *ExecutionContext) Call(ctx context.Context, step int, state *State, in
 	return turn, nil
 }
 
-// eventSlab is how many UPP events of a step are allocated at once (an
-// Event points to its UPP event).
-const eventSlab = 16
+// forwardUPP returns the function that passes a call's UPP events into
+// the run's stream, copied into slab: for the run's own slab, made once a
+// run (only the call holding the slab uses it).
+func (ec *ExecutionContext) forwardUPP(slab *uppSlab) func(llm.StreamEvent) {
+	if slab == &ec.upp && ec.uppForward != nil {
+		return ec.uppForward
+	}
+	first := ec.Agent.uppHint.Load()
+	f := func(ev llm.StreamEvent) {
+		ec.emit(Event{Source: SourceUPP, UPP: slab.add(&ev, first)})
+	}
+	if slab == &ec.upp {
+		ec.uppForward = f
+	}
+	return f
+}
+
+// uppSlab holds the copies of a run's UPP events that its Events point
+// to, allocated a few at a time rather than one by one. The first array
+// of a run is sized for as many events as the agent's previous streamed
+// run had (Agent.uppHint, at most maxUPPHint), the next ones for
+// eventSlab: a consumer that keeps one event keeps its array alive, so
+// none is large. Events are never reused or overwritten.
+type uppSlab struct {
+	buf  []llm.StreamEvent
+	n    int  // events copied so far
+	busy bool // a call is using it (guarded by ExecutionContext.mu)
+}
+
+const (
+	// eventSlab is how many UPP events an array holds after the first
+	// (8 × 176 bytes fills a size class of the Go allocator exactly).
+	eventSlab = 8
+	// maxUPPHint bounds the first array.
+	maxUPPHint = 64
+)
+
+// add copies ev into the slab and returns the copy; first is how many
+// events the first array is made for.
+func (s *uppSlab) add(ev *llm.StreamEvent, first int32) *llm.StreamEvent {
+	if len(s.buf) == cap(s.buf) {
+		n := eventSlab
+		if s.n == 0 && first > eventSlab {
+			n = int(first)
+		}
+		// slices.Grow rounds the capacity up to the allocation's size.
+		s.buf = slices.Grow([]llm.StreamEvent(nil), n)
+	}
+	s.buf = append(s.buf, *ev)
+	s.n++
+	return &s.buf[len(s.buf)-1]
+}
 
 // EndStep finishes a step whose model call(s) produced turn (nil when the
 // step made none) and reached state: it records sub-agent traces, calls

@@ -36,11 +36,12 @@ type stateJSON struct {
 // messages in UPP MessageJSON form (ids, timestamps and base64 bytes kept),
 // reasoning always, plan when set, subagentTraces when not empty.
 func (s *State) MarshalJSON() ([]byte, error) {
+	id := s.ID()
 	if s == nil {
 		s = &State{}
 	}
 	step := s.step
-	j := stateJSON{Version: version, ID: s.id, Step: &step, Metadata: s.metadataOrEmpty(),
+	j := stateJSON{Version: version, ID: id, Step: &step, Metadata: s.metadataOrEmpty(),
 		Reasoning: s.reasoning, SubagentTraces: s.traces, Messages: make([]json.RawMessage, 0, len(s.messages))}
 	if j.Reasoning == nil {
 		j.Reasoning = []string{}
@@ -91,7 +92,8 @@ func FromJSON(data []byte) (*State, error) {
 	case j.Messages == nil:
 		return nil, errors.New("agent: state JSON: messages missing")
 	}
-	s := &State{id: j.ID, step: *j.Step, metadata: j.Metadata, reasoning: j.Reasoning, traces: j.SubagentTraces}
+	s := &State{step: *j.Step, metadata: j.Metadata, reasoning: j.Reasoning, traces: j.SubagentTraces}
+	s.setID(j.ID)
 	s.messages = make([]llm.Message, 0, len(j.Messages))
 	for i, raw := range j.Messages {
 		m, err := decodeMessage(raw)
@@ -123,7 +125,9 @@ func (s *State) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	*s = *v
+	s.id.Store(v.id.Load())
+	s.lazyID = false
+	s.messages, s.step, s.metadata, s.reasoning, s.plan, s.traces = v.messages, v.step, v.metadata, v.reasoning, v.plan, v.traces
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentry-dev/agentry/internal/ids"
@@ -18,7 +19,12 @@ import (
 // Messages are shared between states (they are UPP values treated as
 // immutable); metadata values are copied shallowly.
 type State struct {
-	id        string
+	// id is the snapshot's ID. A state made while IDs are random
+	// (ids.Random) draws it from ids.NewRandom on the first ID() — most
+	// snapshots of a run are never asked — and lazyID says so; otherwise
+	// it is set when the state is made (nil: the ID is "").
+	id        atomic.Pointer[string]
+	lazyID    bool
 	messages  []llm.Message
 	step      int
 	metadata  map[string]any
@@ -28,20 +34,41 @@ type State struct {
 }
 
 // Initial returns an empty state with a new ID.
-func Initial() *State { return &State{id: ids.New()} }
+func Initial() *State {
+	s := &State{}
+	s.newID()
+	return s
+}
+
+// newID gives a state being made a new ID: one drawn on its first ID()
+// while IDs are random, one drawn now otherwise (a test's Source sees
+// the IDs asked for in the order the states are made).
+func (s *State) newID() {
+	if ids.Random() {
+		s.lazyID = true
+		return
+	}
+	s.setID(ids.New())
+}
+
+// setID sets the ID of a state being made.
+func (s *State) setID(id string) { s.id.Store(&id) }
 
 // clone copies s (slices capped so that appends never share) with a new ID.
 func (s *State) clone() *State {
 	if s == nil {
 		return Initial()
 	}
-	c := *s
-	c.id = ids.New()
-	c.messages = slices.Clip(c.messages)
-	c.reasoning = slices.Clip(c.reasoning)
-	c.plan = slices.Clip(c.plan)
-	c.traces = slices.Clip(c.traces)
-	return &c
+	c := &State{
+		messages:  slices.Clip(s.messages),
+		step:      s.step,
+		metadata:  s.metadata,
+		reasoning: slices.Clip(s.reasoning),
+		plan:      slices.Clip(s.plan),
+		traces:    slices.Clip(s.traces),
+	}
+	c.newID()
+	return c
 }
 
 // ID returns the snapshot's UUIDv4.
@@ -49,7 +76,17 @@ func (s *State) ID() string {
 	if s == nil {
 		return ""
 	}
-	return s.id
+	if p := s.id.Load(); p != nil {
+		return *p
+	}
+	if !s.lazyID {
+		return ""
+	}
+	id := ids.NewRandom()
+	if s.id.CompareAndSwap(nil, &id) {
+		return id
+	}
+	return *s.id.Load() // another goroutine drew it first
 }
 
 // Messages returns a copy of the conversation history.

@@ -9,11 +9,15 @@ import (
 	"github.com/agentry-dev/agentry/internal/telemetry"
 )
 
+// internalSpan is the options of a run's span, made once (not a slice
+// and an option a run).
+var internalSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+
 // startSpan starts the span of one run: "invoke_agent {name}" in the
 // OpenTelemetry GenAI semantic conventions (an agent invoked in
 // process: an internal span).
 func (a *Agent) startSpan(ctx context.Context) (context.Context, trace.Span) {
-	ctx, span := a.tracer.Start(ctx, a.spanName, trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := a.tracer.Start(ctx, a.spanName, internalSpan...)
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 6)
 		attrs = append(attrs,

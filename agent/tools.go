@@ -159,6 +159,21 @@ type ToolContext struct {
 
 type toolContextKey struct{}
 
+// toolCtx is the context a step's tools run in: what
+// context.WithValue(ctx, toolContextKey{}, &tc) would make, with the
+// ToolContext in the same allocation.
+type toolCtx struct {
+	context.Context
+	tc ToolContext
+}
+
+func (c *toolCtx) Value(key any) any {
+	if key == (toolContextKey{}) {
+		return &c.tc
+	}
+	return c.Context.Value(key)
+}
+
 // ToolContextFrom returns the ToolContext of the agent run executing the
 // tool; ok is false outside an agent run.
 func ToolContextFrom(ctx context.Context) (*ToolContext, bool) {

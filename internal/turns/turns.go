@@ -14,15 +14,21 @@ import (
 // response and the last structured data.
 func Merge(input llm.Message, turns ...*llm.Turn) *llm.Turn {
 	t := &llm.Turn{}
-	nm, nx := 1, 0
+	nm, nx, nc, cycles := 1, 0, 0, false
 	for _, x := range turns {
 		if x != nil {
 			nm, nx = nm+len(x.Messages), nx+len(x.ToolExecutions)
+			nc += len(x.Usage.Cycles)
+			cycles = cycles || x.Usage.Cycles != nil
 		}
 	}
 	t.Messages = make([]llm.Message, 0, nm)
 	if nx > 0 {
 		t.ToolExecutions = make([]llm.ToolExecution, 0, nx)
+	}
+	if cycles {
+		// TokenUsage.Add would allocate the breakdown once per turn.
+		t.Usage.Cycles = make([]llm.CycleUsage, 0, nc)
 	}
 	if input != nil {
 		t.Messages = append(t.Messages, input)
@@ -38,7 +44,7 @@ func Merge(input llm.Message, turns ...*llm.Turn) *llm.Turn {
 		t.Messages = append(t.Messages, msgs...)
 		t.ToolExecutions = append(t.ToolExecutions, x.ToolExecutions...)
 		t.Cycles += x.Cycles
-		t.Usage = t.Usage.Add(x.Usage)
+		t.Usage = addUsage(t.Usage, x.Usage)
 		if x.Response != nil {
 			t.Response = x.Response
 		}
@@ -48,4 +54,14 @@ func Merge(input llm.Message, turns ...*llm.Turn) *llm.Turn {
 	}
 	t.Messages = slices.Clip(t.Messages)
 	return t
+}
+
+// addUsage is u.Add(v) appending v's cycles to u's, whose capacity Merge
+// sized for all of them.
+func addUsage(u, v llm.TokenUsage) llm.TokenUsage {
+	cycles := append(u.Cycles, v.Cycles...)
+	u.Cycles, v.Cycles = nil, nil
+	out := u.Add(v)
+	out.Cycles = cycles
+	return out
 }

@@ -49,3 +49,51 @@ func TestMerge(t *testing.T) {
 		})
 	}
 }
+
+// Merge's usage is what adding the turns' usages with TokenUsage.Add
+// gives, the per-call breakdown included (nil when no turn has one), and
+// shares no array with the turns.
+func TestMergeUsageIsTheSumOfTheTurns(t *testing.T) {
+	usage := func(in int, cycles []llm.CycleUsage) *llm.Turn {
+		return &llm.Turn{Usage: llm.TokenUsage{InputTokens: in, OutputTokens: 2 * in, TotalTokens: 3 * in, CacheReadTokens: 1, Cycles: cycles}}
+	}
+	c := func(in ...int) []llm.CycleUsage {
+		out := []llm.CycleUsage{}
+		for _, n := range in {
+			out = append(out, llm.CycleUsage{InputTokens: n, OutputTokens: 2 * n})
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		turns []*llm.Turn
+	}{
+		{"none", nil},
+		{"no breakdowns", []*llm.Turn{usage(1, nil), usage(2, nil)}},
+		{"one breakdown after none", []*llm.Turn{usage(1, nil), nil, usage(2, c(2))}},
+		{"an empty breakdown", []*llm.Turn{usage(1, nil), usage(2, c())}},
+		{"breakdowns", []*llm.Turn{usage(1, c(1)), usage(2, c(2, 3)), usage(4, c(4))}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var want llm.TokenUsage
+			for _, x := range tt.turns {
+				if x != nil {
+					want = want.Add(x.Usage)
+				}
+			}
+			got := Merge(nil, tt.turns...).Usage
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("usage (-Add +Merge):\n%s", diff)
+			}
+			if (want.Cycles == nil) != (got.Cycles == nil) {
+				t.Errorf("breakdown nil: %v, want %v", got.Cycles == nil, want.Cycles == nil)
+			}
+			for _, x := range tt.turns {
+				if x != nil && len(x.Usage.Cycles) > 0 && len(got.Cycles) > 0 && &x.Usage.Cycles[0] == &got.Cycles[0] {
+					t.Error("the merged breakdown shares a turn's array")
+				}
+			}
+		})
+	}
+}
