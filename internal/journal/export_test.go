@@ -20,4 +20,8 @@ func DecodeVerify(line []byte) (rec govern.Record, hash string, decodeErr, hashE
 }
 
 // DecodeBorrowed is decodeBorrowed.
-var DecodeBorrowed = decodeBorrowed
+func DecodeBorrowed(line []byte) (govern.Record, bool) {
+	var r govern.Record
+	ok := decodeBorrowed(line, &r)
+	return r, ok
+}

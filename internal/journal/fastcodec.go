@@ -217,7 +217,9 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 
 // decodeFast decodes a record line as DecodeRecord does, or reports !ok.
 func decodeFast(line []byte) (govern.Record, bool) {
-	return decodeFastMode(line, false)
+	var r govern.Record
+	ok := decodeInto(line, &r, false)
+	return r, ok
 }
 
 // decodeBorrowed is decodeFast for a record that is only checked and
@@ -229,39 +231,41 @@ func decodeFast(line []byte) (govern.Record, bool) {
 // (which parses Data strictly, and fails on anything DecodeRecord
 // refuses, trailing members included) and, if that fails, decode the
 // line with DecodeRecord for the error.
-func decodeBorrowed(line []byte) (govern.Record, bool) {
-	return decodeFastMode(line, true)
+func decodeBorrowed(line []byte, r *govern.Record) bool {
+	return decodeInto(line, r, true)
 }
 
-func decodeFastMode(line []byte, borrow bool) (govern.Record, bool) {
+// decodeInto decodes line into *r (which it zeroes first), a view of
+// line with borrow; !ok leaves *r undefined.
+func decodeInto(line []byte, r *govern.Record, borrow bool) bool {
+	*r = govern.Record{}
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	if len(line) >= MaxRecordSize || len(line) == 0 || line[0] != '{' {
-		return govern.Record{}, false
+		return false
 	}
 	d := fastDecoder{in: line, i: 1}
 	textEnd := len(line) // where the data begins, when it is there
-	var r govern.Record
 	seen := 0
 	for {
 		d.space()
 		if !d.consume('"') {
-			return r, false
+			return false
 		}
 		keyStart := d.i
 		for d.i < len(d.in) && d.in[d.i] != '"' && d.in[d.i] != '\\' {
 			d.i++
 		}
 		if !d.consume('"') {
-			return r, false
+			return false
 		}
 		bit := memberBit(d.in[keyStart : d.i-1])
 		if bit == 0 || seen&bit != 0 {
-			return r, false
+			return false
 		}
 		seen |= bit
 		d.space()
 		if !d.consume(':') {
-			return r, false
+			return false
 		}
 		d.space()
 		ok := true
@@ -315,11 +319,11 @@ func decodeFastMode(line []byte, borrow bool) (govern.Record, bool) {
 					end--
 				}
 				if d.in[len(d.in)-1] != '}' || end == start || (seen|mData)&mRequired != mRequired {
-					return r, false
+					return false
 				}
 				r.Data = d.in[start:end:end]
 				d.borrowStrings(r.Reasons)
-				return r, true
+				return true
 			}
 			if ok = d.skipValue(0); ok {
 				r.Data = bytes.Clone(d.in[start:d.i])
@@ -327,26 +331,26 @@ func decodeFastMode(line []byte, borrow bool) (govern.Record, bool) {
 			}
 		}
 		if !ok {
-			return r, false
+			return false
 		}
 		d.space()
 		if d.consume('}') {
 			break
 		}
 		if !d.consume(',') {
-			return r, false
+			return false
 		}
 	}
 	d.space()
 	if d.i != len(d.in) || seen&mRequired != mRequired {
-		return r, false
+		return false
 	}
 	if borrow {
 		d.borrowStrings(r.Reasons)
-		return r, true
+		return true
 	}
 	d.strings(textEnd, r.Reasons)
-	return r, true
+	return true
 }
 
 func (d *fastDecoder) space() {

@@ -291,8 +291,13 @@ func (f *File) load() error {
 	return nil
 }
 
-// lineBatchSize is how many lines a batch of Open's reading holds.
-const lineBatchSize = 128
+// lineBatchSize is how many lines a batch of Open's reading holds, and
+// lineBatchText the bytes its text is first made for (128 lines of a
+// tool call's records fit).
+const (
+	lineBatchSize = 128
+	lineBatchText = 128 << 10
+)
 
 // A lineBatch is lines of the file read in a row (their bytes in text,
 // line k at text[ends[k-1]:ends[k]]), then their records once done is
@@ -363,7 +368,7 @@ func (p *reading) newBatch(off int64) *lineBatch {
 	case b = <-p.free:
 		b.text, b.ends, b.recs, b.err = b.text[:0], b.ends[:0], b.recs[:0], nil
 	default:
-		b = &lineBatch{ends: make([]int, 0, lineBatchSize), recs: make([]readRecord, 0, lineBatchSize)}
+		b = &lineBatch{text: make([]byte, 0, lineBatchText), ends: make([]int, 0, lineBatchSize), recs: make([]readRecord, 0, lineBatchSize)}
 	}
 	b.off, b.done = off, make(chan struct{})
 	return b
@@ -435,13 +440,12 @@ func (p *reading) decode(verify bool) {
 		start, off := 0, b.off
 		for _, e := range b.ends {
 			line := b.text[start:e]
-			rr := readRecord{off: off, len: int64(len(line))}
-			if verify {
+			b.recs = append(b.recs, readRecord{off: off, len: int64(len(line))})
+			if rr := &b.recs[len(b.recs)-1]; verify {
 				rr.decodeVerify(line)
 			} else {
 				rr.rec, rr.err = DecodeRecord(line)
 			}
-			b.recs = append(b.recs, rr)
 			start, off = e, off+int64(len(line))
 		}
 		close(b.done)
@@ -452,9 +456,9 @@ func (p *reading) decode(verify bool) {
 // when the hash can be computed so (decodeBorrowed), otherwise as
 // DecodeRecord decodes it (and refuses it).
 func (rr *readRecord) decodeVerify(line []byte) {
-	if rec, ok := decodeBorrowed(line); ok {
-		if h, err := rec.ComputeHash(); err == nil {
-			rr.rec, rr.hash = rec, h
+	if decodeBorrowed(line, &rr.rec) {
+		if h, err := rr.rec.ComputeHash(); err == nil {
+			rr.hash = h
 			return
 		}
 	}
