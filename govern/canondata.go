@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"unsafe"
+	"sync/atomic"
 
 	"github.com/agentry-dev/agentry/internal/canonical"
 )
@@ -21,8 +21,8 @@ import (
 // journal's Seal through ownCanon, keyed by the address of the Data it
 // was written for; anything else (a record read back, another journal's
 // record, Data replaced since) is parsed as before.
-// TestCanonicalDataMatchesJCS and FuzzCanonicalData pin it to
-// jcs.Transform(marshalData(data)).
+// TestCanonicalDataMatchesJCS, FuzzMarshalData and TestOwnCanonSealsAsJCS
+// pin it to jcs.Transform(marshalData(data)).
 
 // ownCanon holds the canonical forms of the Data appendData is appending
 // now, by the address of the Data's first byte: as many as appends are
@@ -30,6 +30,7 @@ import (
 var ownCanon struct {
 	mu   sync.Mutex
 	held []ownCanonical
+	n    atomic.Int32 // len(held), read without mu: records sealed with none held (Open's) take no lock
 }
 
 // ownCanonical is an entry of ownCanon: the canonical form of the n bytes
@@ -53,9 +54,10 @@ func holdOwnCanon(raw []byte, data any) (heldCanon, bool) {
 		canonBufs.Put(buf)
 		return heldCanon{}, false
 	}
-	key := unsafe.SliceData(raw)
+	key := &raw[0]
 	ownCanon.mu.Lock()
 	ownCanon.held = append(ownCanon.held, ownCanonical{key: key, n: len(raw), canon: canon})
+	ownCanon.n.Store(int32(len(ownCanon.held)))
 	ownCanon.mu.Unlock()
 	return heldCanon{key: key, buf: buf}, true
 }
@@ -76,6 +78,7 @@ func (h heldCanon) release() {
 			held[i] = held[last]
 			held[last] = ownCanonical{}
 			ownCanon.held = held[:last]
+			ownCanon.n.Store(int32(last))
 			break
 		}
 	}
@@ -86,7 +89,10 @@ func (h heldCanon) release() {
 // lookupOwnCanon returns the canonical form appendData recorded for data,
 // if it is appending it now.
 func lookupOwnCanon(data []byte) ([]byte, bool) {
-	key := unsafe.SliceData(data)
+	if len(data) == 0 || ownCanon.n.Load() == 0 {
+		return nil, false
+	}
+	key := &data[0]
 	ownCanon.mu.Lock()
 	defer ownCanon.mu.Unlock()
 	for _, c := range ownCanon.held {
