@@ -116,24 +116,13 @@ func appendCanonicalData(b []byte, data any) ([]byte, bool) {
 	return b, false
 }
 
-// canonKey appends `,"key":` (no comma after the object's '{') for
-// one of the governor's own member names (ASCII, nothing to escape).
-func canonKey(b []byte, key string) []byte {
-	if b[len(b)-1] != '{' {
-		b = append(b, ',')
-	}
-	b = append(b, '"')
-	b = append(b, key...)
-	return append(b, '"', ':')
-}
-
 // canonString appends a string member; with omitEmpty, not when v is
 // empty.
 func canonString[S ~string](b []byte, key string, v S, omitEmpty bool) []byte {
 	if omitEmpty && v == "" {
 		return b
 	}
-	return canonical.AppendString(canonKey(b, key), v)
+	return canonical.AppendString(appendKey(b, key), v)
 }
 
 // canonInt appends an integer member, or reports !ok beyond ±2^53 (which
@@ -142,7 +131,7 @@ func canonInt(b []byte, key string, n int64) ([]byte, bool) {
 	if n > maxExactInteger || n < -maxExactInteger {
 		return b, false
 	}
-	return strconv.AppendInt(canonKey(b, key), n, 10), true
+	return strconv.AppendInt(appendKey(b, key), n, 10), true
 }
 
 // canonRaw appends the canonical form of the JSON text raw as a member
@@ -151,7 +140,7 @@ func canonRaw(b []byte, key string, raw []byte) ([]byte, bool) {
 	if len(raw) == 0 {
 		return b, true
 	}
-	return appendCanonicalJSON(canonKey(b, key), raw)
+	return appendCanonicalJSON(appendKey(b, key), raw)
 }
 
 // canonValue appends the canonical form of v, which marshalData wrote
@@ -184,17 +173,8 @@ func appendCanonicalCallOutcome(b []byte, o *CallOutcome) ([]byte, bool) {
 		return b, false
 	}
 	b = canonString(b, "error", o.Error, true)
-	if len(o.Evidence) > 0 {
-		b = append(canonKey(b, "evidence"), '[')
-		for i := range o.Evidence {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			if b, ok = appendCanonicalEvidence(b, &o.Evidence[i]); !ok {
-				return b, false
-			}
-		}
-		b = append(b, ']')
+	if b, ok = appendEvidenceMember(b, o.Evidence, appendCanonicalEvidence); !ok {
+		return b, false
 	}
 	b = canonString(b, "result_hash", o.ResultHash, true)
 	return append(b, '}'), true
@@ -235,8 +215,7 @@ func appendCanonicalEvidence(b []byte, e *Evidence) ([]byte, bool) {
 		case "actor":
 			b = canonString(b, name, e.Actor, true)
 		case "collected_at":
-			b = append(canonKey(b, name), '"')
-			b = append(canonical.AppendTimeMillis(b, e.CollectedAt.Time), '"')
+			b = appendTime(appendKey(b, name), e.CollectedAt)
 		case "evidence_id":
 			b = canonString(b, name, e.EvidenceID, false)
 		case "evidence_type":
@@ -294,10 +273,10 @@ func appendCanonicalCallIntent(b []byte, in *CallIntent) ([]byte, bool) {
 	b = canonString(b, "detail", in.Detail, true)
 	b = canonString(b, "jti", in.TokenID, true)
 	if d := in.Policy; d != nil {
-		b = append(canonKey(b, "policy"), '{')
+		b = append(appendKey(b, "policy"), '{')
 		b = canonString(b, "effect", d.Effect, false)
 		if len(d.Reasons) > 0 {
-			b = append(canonKey(b, "reasons"), '[')
+			b = append(appendKey(b, "reasons"), '[')
 			for i, r := range d.Reasons {
 				if i > 0 {
 					b = append(b, ',')
@@ -310,9 +289,9 @@ func appendCanonicalCallIntent(b []byte, in *CallIntent) ([]byte, bool) {
 		b = append(b, '}')
 	}
 	if a := in.Rollback; a != nil {
-		b = append(canonKey(b, "rollback_action"), '{')
+		b = append(appendKey(b, "rollback_action"), '{')
 		if a.Payload != nil {
-			if b, ok = canonValue(canonKey(b, "payload"), a.Payload); !ok {
+			if b, ok = canonValue(appendKey(b, "payload"), a.Payload); !ok {
 				return b, false
 			}
 		}

@@ -96,22 +96,32 @@ func appendCallOutcome(b []byte, o *CallOutcome) ([]byte, bool) {
 	b = append(b, '{')
 	b = appendStringMember(b, "args_hash", o.ArgsHash, true)
 	b = appendStringMember(b, "result_hash", o.ResultHash, true)
-	if len(o.Evidence) > 0 {
-		b = append(appendKey(b, "evidence"), '[')
-		for i := range o.Evidence {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendEvidence(b, &o.Evidence[i]); !ok {
-				return b, false
-			}
-		}
-		b = append(b, ']')
+	b, ok := appendEvidenceMember(b, o.Evidence, appendEvidence)
+	if !ok {
+		return b, false
 	}
 	b = appendStringMember(b, "error", o.Error, true)
 	b = strconv.AppendInt(appendKey(b, "duration_ms"), o.DurationMS, 10)
 	return append(b, '}'), true
+}
+
+// appendEvidenceMember appends the member "evidence": evs, each written
+// by write (omitted when evs is empty, as omitempty does).
+func appendEvidenceMember(b []byte, evs []Evidence, write func([]byte, *Evidence) ([]byte, bool)) ([]byte, bool) {
+	if len(evs) == 0 {
+		return b, true
+	}
+	b = append(appendKey(b, "evidence"), '[')
+	for i := range evs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var ok bool
+		if b, ok = write(b, &evs[i]); !ok {
+			return b, false
+		}
+	}
+	return append(b, ']'), true
 }
 
 // appendEvidence appends e as Evidence.MarshalJSON writes it.
